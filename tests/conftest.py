@@ -1,0 +1,23 @@
+"""Shared pytest setup: the `gpu` marker skips without a CUDA device (a skip is not a pass:
+the GPU tests run on the H200 through tools/device_check.sh)."""
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))  # `import helpers` from any test module
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "gpu: needs a CUDA device (runs on the H200, skipped in CI)")
+
+
+def pytest_collection_modifyitems(config, items):
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA device")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)

@@ -1,0 +1,82 @@
+"""Compile csrc/cuda/*.cu with nvcc for setup.py (no torch needed at build time).
+
+Env:
+  SINKOPS_CUDA=0                 skip the CUDA build even when nvcc is found
+  SINKOPS_CUDA_ARCHS="80;90a"    target archs (90a enables Hopper-only instructions)
+  SINKOPS_CUDA_ONLY=a,b          compile only .cu files whose name starts with one of these prefixes
+  MAX_JOBS=N                     parallel nvcc processes (default: cores)
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+
+def find_nvcc() -> str | None:
+    if os.environ.get("SINKOPS_CUDA", "1") == "0":
+        return None
+    for home in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH")):
+        if home and (Path(home) / "bin" / "nvcc").exists():
+            return str(Path(home) / "bin" / "nvcc")
+    return shutil.which("nvcc")
+
+
+def cuda_lib_dirs(nvcc: str, scratch: Path) -> list[str]:
+    """Library dirs holding libcudart_static.a. nvcc may be a wrapper script (it is on our
+    machines), so ask nvcc itself: its -dryrun prints TOP=<toolkit root>."""
+    scratch.mkdir(parents=True, exist_ok=True)
+    probe = scratch / "probe.cu"
+    probe.write_text("int main() { return 0; }\n")
+    out = subprocess.run([nvcc, "-dryrun", str(probe)], capture_output=True, text=True).stderr
+    tops = [line.split("TOP=", 1)[1].strip() for line in out.splitlines() if "TOP=" in line]
+    roots = [Path(t) for t in tops] + [Path(nvcc).resolve().parent.parent, Path("/usr/local/cuda")]
+    dirs = []
+    for root in roots:
+        for sub in ("targets/x86_64-linux/lib", "targets/sbsa-linux/lib", "lib64", "lib"):
+            if (root / sub / "libcudart_static.a").exists():
+                dirs.append(str((root / sub).resolve()))
+    if not dirs:
+        raise RuntimeError("sinkops: found nvcc but not libcudart_static.a; set CUDA_HOME")
+    return dirs[:1]
+
+
+def gencode_flags(archs: str) -> list[str]:
+    flags = []
+    for arch in filter(None, (a.strip() for a in archs.split(";"))):
+        flags.append(f"-gencode=arch=compute_{arch},code=sm_{arch}")
+    return flags
+
+
+def cuda_sources(root: Path) -> list[Path]:
+    only = [p for p in os.environ.get("SINKOPS_CUDA_ONLY", "").split(",") if p]
+    files = sorted((root / "csrc" / "cuda").glob("*.cu"))
+    if only:
+        files = [f for f in files if any(f.name.startswith(p) for p in only)]
+    return files
+
+
+def compile_cuda(root: Path, nvcc: str, build_dir: Path, debug: bool = False) -> list[str]:
+    """Compile every selected .cu into an object file; returns the object paths."""
+    archs = os.environ.get("SINKOPS_CUDA_ARCHS", "80;90a")
+    build_dir.mkdir(parents=True, exist_ok=True)
+    flags = [
+        "-std=c++17", "-O3", "-Xcompiler", "-fPIC", "--expt-relaxed-constexpr",
+        "-I" + str(root / "csrc" / "include"), "-I" + str(root / "csrc" / "cuda"),
+        "-DNDEBUG", *gencode_flags(archs),
+    ]
+    if debug:
+        flags += ["-lineinfo"]
+    jobs = int(os.environ.get("MAX_JOBS", os.cpu_count() or 1))
+
+    def one(src: Path) -> str:
+        obj = build_dir / (src.stem + ".o")
+        cmd = [nvcc, *flags, "-c", str(src), "-o", str(obj)]
+        print("[sinkops] nvcc", src.name, flush=True)
+        subprocess.run(cmd, check=True)
+        return str(obj)
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        return list(pool.map(one, cuda_sources(root)))
