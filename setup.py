@@ -64,11 +64,9 @@ def extensions() -> list[Extension]:
     spec = build_sycl.sycl_extension_spec() if build_sycl else None
     if spec:
         _note("building the SYCL core (sinkops._sycl)")
-        for gen in spec.pop("generate", []):
-            gen()
-        exts.append(Extension("sinkops._sycl", include_dirs=[pybind11.get_include(), "csrc/include",
-                                                              *spec.pop("include_dirs", [])],
-                              language="c++", **spec))
+        spec.pop("generate")()  # embeds the kernel sources into a generated header
+        spec.pop("generated_files", None)
+        exts.append(Extension(**spec, language="c++"))
     else:
         reason = build_sycl.sycl_unavailable_reason() if build_sycl else "tools/build_sycl.py missing"
         _note(f"SYCL runtime not found ({reason}): installing without the SYCL backend")
