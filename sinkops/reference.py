@@ -1,0 +1,285 @@
+"""Torch oracle for every sinkops op (DESIGN.md §1, §4).
+
+Readable first, slow is fine: python loops over segments / batches, dense masks, and
+explicit handling of every edge value. Tests and benchmarks call it with float64 inputs
+(the oracle) and with ``compute_dtype=torch.bfloat16`` (the "same math done by torch in
+the backend's dtype" baseline of the tolerance rule). Fast backends never import it.
+
+Conventions shared by all ops:
+* lse is the natural-log logsumexp over the keys a row sees (key0 bias included, null
+  sink excluded); a row that sees no key outputs exactly 0 with lse = +inf
+  (and max_logits = -inf for sparse MLA).
+* null sink s: e^(s - rowmax) joins the softmax normaliser only — s = -inf adds exactly 0
+  (a bitwise no-op) and s = +inf gives an exact zero row.
+* key0 sink s: added (never scaled) to the logit of the segment's key 0; s = -inf masks
+  key 0; s = +inf makes every row that sees key 0 output exactly v_0 (lse = +inf).
+"""
+from __future__ import annotations
+
+import torch
+
+from sinkops import kv_cache as _kv
+
+_INF = float("inf")
+
+
+# ----------------------------------------------------------------------------- shared core
+
+def _resolve_compute_dtype(input_dtype: torch.dtype, compute_dtype: torch.dtype | None):
+    """(compute dtype, stats dtype): float64 stays float64, everything else computes in float32
+    unless a low-precision baseline dtype is asked for explicitly."""
+    if compute_dtype is None:
+        compute_dtype = torch.float64 if input_dtype == torch.float64 else torch.float32
+    stats_dtype = torch.float64 if compute_dtype == torch.float64 else torch.float32
+    return compute_dtype, stats_dtype
+
+
+def _rows_per_chunk(n_keys: int, d: int) -> int:
+    """Rows per chunk so that a [rows, n_keys, d] temporary stays near 32M elements: long
+    benchmark cases then fit in memory without changing any result."""
+    return max(1, (1 << 25) // max(1, n_keys * d))
+
+
+def _masked_softmax_attend(logits: torch.Tensor, visible: torch.Tensor, values: torch.Tensor,
+                           null_sink: torch.Tensor | None = None):
+    """Masked softmax attention with an optional null sink.
+
+    logits [..., Q, K], visible bool broadcastable to logits, values [..., K, Dv], null_sink
+    broadcastable to [..., Q] (float32) -> (out [..., Q, Dv], lse [..., Q], max_logit [..., Q]),
+    all in logits.dtype. Rows with no visible key: out exactly 0, lse = +inf, max_logit = -inf.
+    The null sink only adds e^(s - max) to the normaliser: s = -inf adds exactly 0 (a bitwise
+    no-op), s = +inf makes it inf (an exact zero row); lse never includes it.
+    """
+    visible = visible.expand(logits.shape)
+    x = logits.masked_fill(~visible, -_INF)
+    if x.shape[-1] > 0:
+        row_max, empty = x.amax(dim=-1), ~visible.any(dim=-1)
+    else:
+        row_max = x.new_full(x.shape[:-1], -_INF)
+        empty = torch.ones_like(row_max, dtype=torch.bool)
+    # Shift empty rows by 0 instead of -inf so exp() sees -inf - 0 = -inf, never inf - inf = NaN.
+    shift = torch.where(empty, torch.zeros_like(row_max), row_max)
+    p = torch.exp(x - shift.unsqueeze(-1))
+    denom = p.sum(dim=-1)
+    denom_safe = torch.where(empty, torch.ones_like(denom), denom)
+    lse = torch.where(empty, torch.full_like(row_max, _INF), shift + torch.log(denom_safe))
+    if null_sink is not None:
+        # Sink term in at least float32, rounded once to the compute dtype (a sink column in naive torch).
+        acc = torch.promote_types(shift.dtype, torch.float32)
+        sink_term = torch.exp(null_sink.to(acc) - shift.to(acc)).to(denom.dtype)
+        denom_safe = denom_safe + sink_term
+    p = p / denom_safe.unsqueeze(-1)  # normalize before PV, as naive torch softmax does
+    out = torch.matmul(p, values.to(p.dtype))
+    out = torch.where(empty.unsqueeze(-1), torch.zeros_like(out), out)
+    return out, lse, row_max
+
+
+# ----------------------------------------------------------------------------- window attention
+
+def window_visibility(sq: int, sk: int, window_left: int, window_right: int, device=None) -> torch.Tensor:
+    """bool [sq, sk]: query i sees key j iff i + sk - sq - left <= j <= i + sk - sq + right
+    (flash-attention convention; -1 means that side is unbounded)."""
+    i = torch.arange(sq, device=device).unsqueeze(1)
+    j = torch.arange(sk, device=device).unsqueeze(0)
+    diag = i + sk - sq
+    visible = torch.ones(sq, sk, dtype=torch.bool, device=device)
+    if window_left >= 0:
+        visible &= j >= diag - window_left
+    if window_right >= 0:
+        visible &= j <= diag + window_right
+    return visible
+
+
+def _window_segment(q, k, v, visible, scale, sinks, sink_mode, compute_dtype):
+    """One packed segment, all heads at once. q [sq,Hq,D], k [sk,Hk,D], v [sk,Hk,Dv] (already in
+    compute_dtype) -> out [sq,Hq,Dv], lse [Hq,sq] in compute_dtype."""
+    sq, hq, _ = q.shape
+    sk, hk, dv = v.shape
+    group = hq // hk
+    qh = q.permute(1, 0, 2)                                   # [Hq, sq, D]
+    kh = k.permute(1, 0, 2).repeat_interleave(group, dim=0)   # [Hq, sk, D]: head h reads h // group
+    vh = v.permute(1, 0, 2).repeat_interleave(group, dim=0)   # [Hq, sk, Dv]
+    logits = torch.matmul(qh, kh.transpose(1, 2)) * scale     # [Hq, sq, sk]
+    vis = visible.unsqueeze(0).expand(hq, sq, sk).clone()
+
+    key0_posinf_rows = None
+    if sinks is not None and sink_mode == "key0" and sk > 0:
+        # The bias is added in at least float32 then rounded, like a kernel holding it in a register.
+        acc = torch.promote_types(logits.dtype, torch.float32)
+        s = sinks.to(acc)
+        finite = torch.isfinite(s)
+        col0 = logits[:, :, 0].to(acc) + torch.where(finite, s, torch.zeros_like(s)).unsqueeze(1)
+        logits[:, :, 0] = col0.to(logits.dtype)
+        # -inf masks key 0; +inf: compute the other rows without key 0, then override below.
+        vis[:, :, 0] &= finite.unsqueeze(1)
+        key0_posinf_rows = torch.isposinf(s).unsqueeze(1) & visible[:, 0].unsqueeze(0)  # [Hq, sq]
+
+    null_sink = sinks.unsqueeze(1) if sinks is not None and sink_mode == "null" else None
+    out, lse, _ = _masked_softmax_attend(logits, vis, vh, null_sink)  # [Hq, sq, Dv], [Hq, sq]
+
+    if key0_posinf_rows is not None:
+        v0 = vh[:, 0, :].unsqueeze(1).expand(hq, sq, dv)
+        out = torch.where(key0_posinf_rows.unsqueeze(-1), v0, out)
+        lse = torch.where(key0_posinf_rows, torch.full_like(lse, _INF), lse)
+    return out.permute(1, 0, 2), lse
+
+
+def window_attention(q, k, v, cu_seqlens_q, cu_seqlens_k=None, window_size=(-1, -1), causal=False,
+                     softmax_scale=None, sinks=None, sink_mode="key0", compute_dtype=None):
+    """Varlen windowed attention with sinks (DESIGN.md §2.1).
+
+    q [Tq,Hq,D], k [Tk,Hk,D], v [Tk,Hk,Dv], cu_seqlens_* int [B+1], sinks f32 [Hq] | None,
+    sink_mode "key0" | "null" | "none". -> (out [Tq,Hq,Dv] in q.dtype, lse [Hq,Tq] float32,
+    or float64 when computing in float64).
+    """
+    if sink_mode not in ("key0", "null", "none"):
+        raise ValueError(f"sink_mode must be 'key0', 'null' or 'none', got {sink_mode!r}")
+    if sink_mode == "none":
+        sinks = None
+    if cu_seqlens_k is None:
+        cu_seqlens_k = cu_seqlens_q
+    left, right = int(window_size[0]), int(window_size[1])
+    if causal:
+        right = 0
+    cdt, sdt = _resolve_compute_dtype(q.dtype, compute_dtype)
+    scale = q.shape[-1] ** -0.5 if softmax_scale is None else float(softmax_scale)
+    tq, hq, _ = q.shape
+    dv = v.shape[-1]
+    if hq % k.shape[1] != 0:
+        raise ValueError(f"Hq={hq} must be a multiple of Hk={k.shape[1]}")
+
+    if sinks is not None:
+        sinks = sinks.to(q.device)
+    out = torch.zeros(tq, hq, dv, dtype=cdt, device=q.device)
+    lse = torch.full((hq, tq), _INF, dtype=cdt, device=q.device)
+    cq = [int(x) for x in cu_seqlens_q.tolist()]
+    ck = [int(x) for x in cu_seqlens_k.tolist()]
+    for b in range(len(cq) - 1):
+        q0, q1, k0, k1 = cq[b], cq[b + 1], ck[b], ck[b + 1]
+        sq, sk = q1 - q0, k1 - k0
+        if sq == 0 or sk == 0:
+            continue  # no key: rows stay out 0, lse +inf whatever the sink
+        visible = window_visibility(sq, sk, left, right, device=q.device)
+        kb, vb = k[k0:k1].to(cdt), v[k0:k1].to(cdt)
+        # Query-row chunks keep the dense [Hq, rows, sk] logits small for long benchmark segments.
+        step = _rows_per_chunk(hq * sk, 1)
+        for r0 in range(0, sq, step):
+            r1 = min(sq, r0 + step)
+            o, l = _window_segment(q[q0 + r0:q0 + r1].to(cdt), kb, vb, visible[r0:r1], scale, sinks, sink_mode, cdt)
+            out[q0 + r0:q0 + r1] = o
+            lse[:, q0 + r0:q0 + r1] = l
+    return out.to(q.dtype), lse.to(sdt)
+
+
+# ----------------------------------------------------------------------------- sparse MLA
+
+def _sparse_attend(q, keys, valid, d_v, scale, sink):
+    """q [N,Hq,Dqk], keys [N,K,Dqk], valid bool [N,K] (all in one compute dtype), sink f32 [Hq] | None.
+    Values are keys[..., :d_v] (K == V storage). -> out [N,Hq,d_v], max_logits [N,Hq], lse [N,Hq]."""
+    logits = torch.matmul(q, keys.transpose(1, 2)) * scale         # [N, Hq, K]
+    null_sink = sink.unsqueeze(0) if sink is not None else None
+    out, lse, max_logits = _masked_softmax_attend(logits, valid.unsqueeze(1), keys[..., :d_v], null_sink)
+    return out, max_logits, lse
+
+
+def sparse_mla_prefill(q, kv, indices, sm_scale, d_v=512, attn_sink=None, topk_length=None,
+                       compute_dtype=None):
+    """Sparse MLA prefill with a null sink (DESIGN.md §2.2).
+
+    q [Sq,Hq,Dqk], kv [Skv,1,Dqk], indices int [Sq,1,topk] (<0 or >= Skv invalid; duplicates count
+    each time), topk_length int [Sq] | None. -> (out [Sq,Hq,d_v] q.dtype, max_logits [Sq,Hq], lse [Sq,Hq]).
+    """
+    cdt, sdt = _resolve_compute_dtype(q.dtype, compute_dtype)
+    sq, hq, dqk = q.shape
+    skv = kv.shape[0]
+    attn_sink = None if attn_sink is None else attn_sink.to(q.device)
+    idx = indices.reshape(sq, -1).long()
+    topk = idx.shape[1]
+    valid = (idx >= 0) & (idx < skv)
+    if topk_length is not None:
+        valid &= torch.arange(topk, device=q.device).unsqueeze(0) < topk_length.to(q.device).long().unsqueeze(1)
+    kv2 = kv.reshape(skv, dqk)
+    out = torch.empty(sq, hq, d_v, dtype=cdt, device=q.device)
+    max_logits = torch.empty(sq, hq, dtype=cdt, device=q.device)
+    lse = torch.empty(sq, hq, dtype=cdt, device=q.device)
+    step = _rows_per_chunk(topk, dqk)
+    for r0 in range(0, sq, step):
+        r1 = min(sq, r0 + step)
+        safe = torch.where(valid[r0:r1], idx[r0:r1], torch.zeros_like(idx[r0:r1]))
+        keys = kv2[safe].to(cdt) if skv > 0 else q.new_zeros(r1 - r0, topk, dqk, dtype=cdt)
+        o, m, l = _sparse_attend(q[r0:r1].to(cdt), keys, valid[r0:r1], d_v, sm_scale, attn_sink)
+        out[r0:r1], max_logits[r0:r1], lse[r0:r1] = o, m, l
+    return out.to(q.dtype), max_logits.to(sdt), lse.to(sdt)
+
+
+def _decode_pool(kv_cache, indices_b, topk_length_b, layout):
+    """Dequantized keys [Sq, K, D] float32 and valid [Sq, K] for one batch element of one pool."""
+    num_slots = kv_cache.shape[0] * kv_cache.shape[1]
+    idx = indices_b.long()                                          # [Sq, K]
+    valid = (idx >= 0) & (idx < num_slots)
+    if topk_length_b is not None:
+        valid &= torch.arange(idx.shape[1], device=idx.device).unsqueeze(0) < topk_length_b
+    safe = torch.where(valid, idx, torch.zeros_like(idx))
+    keys = _kv.dequantize_tokens(kv_cache, layout, safe.reshape(-1)).reshape(*idx.shape, -1)
+    return keys, valid
+
+
+def sparse_mla_decode(q, kv_cache, indices, sm_scale, attn_sink=None, topk_length=None, layout="v4",
+                      extra_kv_cache=None, extra_indices=None, extra_topk_length=None,
+                      compute_dtype=None):
+    """Sparse MLA decode over a paged FP8 cache (DESIGN.md §2.3), main + extra pool in one softmax.
+
+    q [B,Sq,Hq,Dqk], kv_cache uint8 [num_blocks, block_size, 1, bytes_per_token] (read through
+    stride(0)), indices int [B,Sq,topk] (slot = block*block_size + offset), topk_length int [B] | None.
+    -> (out [B,Sq,Hq,512] q.dtype, lse [B,Hq,Sq]).
+    """
+    cdt, sdt = _resolve_compute_dtype(q.dtype, compute_dtype)
+    b, sq, hq, dqk = q.shape
+    d_v = 512
+    attn_sink = None if attn_sink is None else attn_sink.to(q.device)
+    if _kv.token_dim(layout) != dqk:
+        raise ValueError(f"layout {layout!r} stores {_kv.token_dim(layout)} channels, q has {dqk}")
+    out = torch.empty(b, sq, hq, d_v, dtype=cdt, device=q.device)
+    lse = torch.empty(b, hq, sq, dtype=cdt, device=q.device)
+    for bi in range(b):
+        keys, valid = _decode_pool(kv_cache, indices[bi], None if topk_length is None else topk_length[bi],
+                                   layout)
+        if extra_kv_cache is not None:
+            ek, ev = _decode_pool(extra_kv_cache, extra_indices[bi],
+                                  None if extra_topk_length is None else extra_topk_length[bi], layout)
+            keys, valid = torch.cat([keys, ek], dim=1), torch.cat([valid, ev], dim=1)
+        # Dequantized values are exact in bf16 (e4m3 * power-of-two scale), so a low-precision
+        # baseline sees the same keys as the kernel would.
+        o, _, l = _sparse_attend(q[bi].to(cdt), keys.to(cdt), valid, d_v, sm_scale, attn_sink)
+        out[bi], lse[bi] = o, l.transpose(0, 1)
+    return out.to(q.dtype), lse.to(sdt)
+
+
+# ----------------------------------------------------------------------------- backend interface
+# Same signatures as every other backend module: inputs already validated by ops.py, results
+# written into the preallocated outputs. The reference may sync with the host; it is an oracle.
+
+def window_attention_fwd(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                         window_left, window_right, scale, sinks, sink_mode, out, lse) -> None:
+    o, l = window_attention(q, k, v, cu_seqlens_q, cu_seqlens_k, window_size=(window_left, window_right),
+                            causal=False, softmax_scale=scale, sinks=sinks, sink_mode=sink_mode)
+    out.copy_(o)
+    lse.copy_(l)
+
+
+def sparse_mla_prefill_fwd(q, kv, indices, sm_scale, d_v, attn_sink, topk_length,
+                           out, max_logits, lse) -> None:
+    o, m, l = sparse_mla_prefill(q, kv, indices, sm_scale, d_v=d_v, attn_sink=attn_sink,
+                                 topk_length=topk_length)
+    out.copy_(o)
+    max_logits.copy_(m)
+    lse.copy_(l)
+
+
+def sparse_mla_decode_fwd(q, kv_cache, indices, sm_scale, attn_sink, topk_length, layout,
+                          extra_kv_cache, extra_indices, extra_topk_length, out, lse) -> None:
+    o, l = sparse_mla_decode(q, kv_cache, indices, sm_scale, attn_sink=attn_sink, topk_length=topk_length,
+                             layout=layout, extra_kv_cache=extra_kv_cache, extra_indices=extra_indices,
+                             extra_topk_length=extra_topk_length)
+    out.copy_(o)
+    lse.copy_(l)
