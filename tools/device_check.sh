@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/sinkops-out}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-stages=${*:-build test sanitize bench cpp demo}
+stages=${*:-build test sanitize bench cpp cp demo}
 has() { [[ " $stages " == *" $1 "* ]]; }
 t0=$(date +%s)
 log() { echo "=== [$(( $(date +%s) - t0 ))s] $*"; }
@@ -50,6 +50,12 @@ if has cpp; then
     && cmake --build build/cmake -j 16 >> "$OUT/cmake.log" 2>&1 || tail -20 "$OUT/cmake.log"
   for b in build/cmake/bench_*; do [ -x "$b" ] && "$b" 2>&1 | tee -a "$OUT/bench_cpp.log"; done
   (cd build/cmake && ctest --output-on-failure 2>&1 | tail -5)
+fi
+if has cp; then
+  log "context parallel on $(nvidia-smi -L | wc -l) GPUs (NCCL)"
+  (cd /tmp && python3 -m pytest -q -rs -p no:cacheprovider "$OLDPWD/tests/test_cp_distributed.py" 2>&1 \
+     | tee "$OUT/test_cp.log" | tail -8)
+  (cd /tmp && python3 "$OLDPWD/bench/bench_cp.py" --nccl 2>&1 | tee "$OUT/bench_cp.log" | tail -30)
 fi
 if has demo; then
   log demo
