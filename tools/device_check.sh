@@ -55,7 +55,7 @@ if has cp; then
   log "context parallel on $(nvidia-smi -L | wc -l) GPUs (NCCL)"
   (cd /tmp && python3 -m pytest -q -rs -p no:cacheprovider "$OLDPWD/tests/test_cp_distributed.py" 2>&1 \
      | tee "$OUT/test_cp.log" | tail -8)
-  (cd /tmp && python3 "$OLDPWD/bench/bench_cp.py" --nccl 2>&1 | tee "$OUT/bench_cp.log" | tail -30)
+  (cd /tmp && python3 "$OLDPWD/bench/bench_cp.py" --measure --nccl 2>&1 | tee "$OUT/bench_cp.log" | tail -30)
 fi
 if has demo; then
   log demo
