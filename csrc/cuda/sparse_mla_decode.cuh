@@ -1,0 +1,415 @@
+// Sparse MLA decode over the paged FP8 KV caches (DESIGN.md §2.3), with the null-logit sink.
+//
+// One CTA = one (batch, s_q) row x a block of 64 query heads x a contiguous chunk ("split") of
+// the row's key list (main pool's top-k, then the extra pool's top-k, one softmax over both).
+// Per tile of 32 keys:
+//   1. cp.async gathers the raw FP8 token bytes (+ v4 scale bytes) of the *next* tile into smem,
+//   2. the current raw tile is dequantized into a bf16 smem tile [32 keys][d_qk] (K == V),
+//   3. 8 warps: warp w owns heads 16*(w%4).. and key half (w/4) for S = Q K^T (mma.sync
+//      m16n8k16 bf16), the two key halves exchange their row maxima through smem, write
+//      P (bf16) to smem, and then warp w accumulates O[16 heads][256 value columns of half w/4]
+//      += P V over all 32 keys. Splitting O by columns keeps 128 fp32 accumulators per thread.
+// With one split the kernel finalizes in place (sink, lse); with several it writes unnormalized
+// partials (o, max, sum) to the workspace and sparse_mla_decode_combine_kernel merges them and
+// applies the sink exactly once.
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "sinkops/common.h"
+#include "sinkops/sparse_mla_params.h"
+
+namespace sinkops::cuda::sparse_mla_decode {
+
+constexpr int kHeadsPerCta = 64;
+constexpr int kKeysPerTile = 32;
+constexpr int kThreads = 256;  // 8 warps: 4 head groups of 16 x 2 key halves / value halves
+constexpr int kDv = 512;
+constexpr int kDvPerWarp = kDv / 2;
+// One raw key slot: >= 656 B (v32 token) and >= 576 + 8 B (v4 token + its scale bytes), 16 B aligned.
+constexpr int kRawBytesPerKey = 672;
+// Row padding (bf16 elements) so that consecutive smem rows start 16 B apart modulo 128 B:
+// the 8 row addresses of every ldmatrix hit distinct banks.
+constexpr int kSmemPad = 8;
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+
+template <KvCacheLayout L>
+struct LayoutTraits;
+template <>
+struct LayoutTraits<KvCacheLayout::kV4> {
+  static constexpr int kDqk = 512;         // 448 dequantized fp8 + 64 bf16 rope
+  static constexpr int kFp8 = 448;
+  static constexpr int kTokenBytes = 576;  // bytes copied per token from the token area
+  static constexpr int kRopeOffset = 448;  // byte offset of the bf16 rope inside the token
+  static constexpr int kScaleGroup = 64;   // fp8 values per e8m0 scale byte
+};
+template <>
+struct LayoutTraits<KvCacheLayout::kV32> {
+  static constexpr int kDqk = 576;         // 512 dequantized fp8 + 64 bf16 rope
+  static constexpr int kFp8 = 512;
+  static constexpr int kTokenBytes = 656;  // 512 fp8 | 4 x fp32 scale | 64 bf16 rope
+  static constexpr int kRopeOffset = 528;
+  static constexpr int kScaleGroup = 128;  // fp8 values per fp32 scale
+};
+
+template <int D>
+struct SharedStorage {
+  __nv_bfloat16 q[kHeadsPerCta][D + kSmemPad];
+  __nv_bfloat16 kv[kKeysPerTile][D + kSmemPad];  // dequantized tile; values = columns [0, 512)
+  alignas(16) uint8_t raw[2][kKeysPerTile][kRawBytesPerKey];
+  __nv_bfloat16 p[kHeadsPerCta][kKeysPerTile + kSmemPad];
+  float row_max_part[2][kHeadsPerCta];
+  float row_sum_part[2][kHeadsPerCta];
+  int key_valid[2][kKeysPerTile];
+};
+
+// Split-k choice: a function of shapes and the SM count only (no host sync, graph capturable).
+struct SplitPlan {
+  int num_splits = 1;
+  int tiles_per_split = 0;
+};
+
+__host__ __device__ inline int total_topk(const SparseMlaDecodeParams& p) {
+  return p.pool.topk + (p.extra.cache != nullptr ? p.extra.topk : 0);
+}
+
+inline SplitPlan choose_split_plan(const SparseMlaDecodeParams& p, int num_sms) {
+  SplitPlan plan;
+  const int tiles = (total_topk(p) + kKeysPerTile - 1) / kKeysPerTile;
+  plan.tiles_per_split = tiles;
+  const int64_t head_blocks = (p.h_q + kHeadsPerCta - 1) / kHeadsPerCta;
+  const int64_t ctas = int64_t(p.b) * p.s_q * head_blocks;
+  if (tiles <= 1 || ctas <= 0 || ctas >= num_sms) return plan;
+  // One CTA per SM fits (about 160 KB smem), so fill exactly one wave: floor, never a second wave.
+  int splits = int(num_sms / ctas);
+  splits = splits < tiles ? splits : tiles;
+  plan.tiles_per_split = (tiles + splits - 1) / splits;
+  plan.num_splits = (tiles + plan.tiles_per_split - 1) / plan.tiles_per_split;  // no empty split
+  return plan;
+}
+
+// Workspace: unnormalized partial outputs [rows][splits][h_q][512] f32, then (max, sum) [rows][splits][h_q].
+__host__ __device__ inline int64_t partial_o_elems(const SparseMlaDecodeParams& p, int splits) {
+  return int64_t(p.b) * p.s_q * splits * p.h_q * kDv;
+}
+inline int64_t workspace_bytes_for(const SparseMlaDecodeParams& p, int splits) {
+  if (splits <= 1) return 0;
+  return partial_o_elems(p, splits) * 4 + int64_t(p.b) * p.s_q * splits * p.h_q * 8;
+}
+
+// ---- device helpers (kept local: PTX wrappers are a few lines each) ----
+
+__device__ __forceinline__ uint32_t smem_addr(const void* ptr) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(ptr));
+}
+__device__ __forceinline__ void cp_async_16(void* dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_addr(dst)), "l"(src));
+}
+__device__ __forceinline__ void cp_async_8(void* dst, const void* src) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(smem_addr(dst)), "l"(src));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::); }
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* ptr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(ptr)));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* ptr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(ptr)));
+}
+// D += A B, A 16x16 row-major bf16, B 16x8 col-major bf16, D 16x8 fp32.
+__device__ __forceinline__ void mma_bf16_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                               uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
+  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<uint32_t*>(&v);
+}
+
+// e8m0: 2^(byte - 127). Byte 0 is 2^-127, a float32 denormal, so it cannot come from shifting
+// the byte into the exponent field.
+__device__ __forceinline__ float e8m0_to_float(uint8_t byte) {
+  return __uint_as_float(byte == 0 ? 0x00400000u : uint32_t(byte) << 23);
+}
+
+// 8 e4m3 values (little-endian in `raw`) times `scale`, rounded once to bf16.
+__device__ __forceinline__ uint4 dequant_8_e4m3(uint2 raw, float scale) {
+  uint32_t words[2] = {raw.x, raw.y};
+  uint32_t out[4];
+#pragma unroll
+  for (int w = 0; w < 2; ++w) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const auto pair = static_cast<__nv_fp8x2_storage_t>(words[w] >> (16 * half));
+      const __half2 h2 = __half2(__nv_cvt_fp8x2_to_halfraw2(pair, __NV_E4M3));
+      const float2 f = __half22float2(h2);  // e4m3 -> f16 is exact
+      out[w * 2 + half] = pack_bf16x2(f.x * scale, f.y * scale);
+    }
+  }
+  return make_uint4(out[0], out[1], out[2], out[3]);
+}
+
+// Issues the cp.async copies of the tile whose first key position is `pos0` into raw[buf] and
+// records which of its keys are valid. Thread layout: 8 threads per key.
+template <KvCacheLayout L>
+__device__ __forceinline__ void issue_tile_loads(const SparseMlaDecodeParams& p, SharedStorage<LayoutTraits<L>::kDqk>& s,
+                                                 int buf, int pos0, int split_end, int bi, int si) {
+  using T = LayoutTraits<L>;
+  const int key = threadIdx.x / 8, j = threadIdx.x % 8;
+  const int pos = pos0 + key;
+  const uint8_t* token = nullptr;
+  const uint8_t* scales = nullptr;
+  if (pos < split_end) {
+    const bool in_main = pos < p.pool.topk;
+    const KvPool& pool = in_main ? p.pool : p.extra;
+    const int i = in_main ? pos : pos - p.pool.topk;
+    const int len = pool.topk_length != nullptr ? pool.topk_length[bi] : pool.topk;
+    if (i < len) {
+      const int idx = pool.indices[bi * pool.indices_batch_stride + si * pool.indices_row_stride + i];
+      if (idx >= 0 && int64_t(idx) < pool.num_blocks * pool.block_size) {
+        const int64_t block = idx / pool.block_size, off = idx % pool.block_size;
+        const uint8_t* base = pool.cache + block * pool.block_stride;
+        token = base + off * T::kTokenBytes;
+        if constexpr (L == KvCacheLayout::kV4) scales = base + int64_t(pool.block_size) * 576 + off * 8;
+      }
+    }
+  }
+  if (j == 0) s.key_valid[buf][key] = token != nullptr;
+  if (token == nullptr) return;
+  uint8_t* dst = s.raw[buf][key];
+  for (int c = j; c < T::kTokenBytes / 16; c += 8) cp_async_16(dst + c * 16, token + c * 16);
+  if constexpr (L == KvCacheLayout::kV4) {
+    if (j == 7) cp_async_8(dst + 576, scales);
+  }
+}
+
+// raw[buf] -> kv (bf16). Invalid keys become zero rows: their P is 0, and 0 * garbage could be NaN.
+template <KvCacheLayout L>
+__device__ __forceinline__ void dequantize_tile(SharedStorage<LayoutTraits<L>::kDqk>& s, int buf) {
+  using T = LayoutTraits<L>;
+  const int key = threadIdx.x / 8, j = threadIdx.x % 8;
+  __nv_bfloat16* dst = s.kv[key];
+  const uint8_t* src = s.raw[buf][key];
+  if (!s.key_valid[buf][key]) {
+    for (int c = j; c < T::kDqk / 8; c += 8) *reinterpret_cast<uint4*>(dst + c * 8) = make_uint4(0, 0, 0, 0);
+    return;
+  }
+  for (int c = j; c < T::kFp8 / 8; c += 8) {
+    float scale;
+    if constexpr (L == KvCacheLayout::kV32) {
+      scale = reinterpret_cast<const float*>(src + 512)[c * 8 / T::kScaleGroup];
+    } else {
+      scale = e8m0_to_float(src[576 + c * 8 / T::kScaleGroup]);
+    }
+    const uint2 raw8 = *reinterpret_cast<const uint2*>(src + c * 8);
+    *reinterpret_cast<uint4*>(dst + c * 8) = dequant_8_e4m3(raw8, scale);
+  }
+  // 64 bf16 rope values = 8 x 16 B, one chunk per thread of the key.
+  *reinterpret_cast<uint4*>(dst + T::kFp8 + j * 8) = *reinterpret_cast<const uint4*>(src + T::kRopeOffset + j * 16);
+}
+
+// grid: (head blocks, splits, b * s_q); block: kThreads; dynamic smem: SharedStorage<D>.
+template <KvCacheLayout L>
+__global__ void __launch_bounds__(kThreads, 1)
+    sparse_mla_decode_kernel(const __grid_constant__ SparseMlaDecodeParams p, int tiles_per_split,
+                             int num_splits) {
+  using T = LayoutTraits<L>;
+  constexpr int D = T::kDqk;
+  extern __shared__ __align__(16) uint8_t smem_bytes[];
+  auto& s = *reinterpret_cast<SharedStorage<D>*>(smem_bytes);
+
+  const int head0 = blockIdx.x * kHeadsPerCta;
+  const int split = blockIdx.y;
+  const int row = blockIdx.z;
+  const int bi = row / p.s_q, si = row % p.s_q;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int hg = warp % 4;  // head group: heads head0 + 16*hg ..
+  const int kh = warp / 4;  // key half for S, value-column half for O
+  const int g = lane / 4, tq = lane % 4;
+
+  const int total = total_topk(p);
+  const int split_begin = split * tiles_per_split * kKeysPerTile;
+  int split_end = split_begin + tiles_per_split * kKeysPerTile;
+  split_end = split_end < total ? split_end : total;
+  const int num_tiles = split_end > split_begin ? (split_end - split_begin + kKeysPerTile - 1) / kKeysPerTile : 0;
+
+  // Q rows of this head block (zero rows past h_q), in the same cp.async group as tile 0.
+  {
+    const auto* q = static_cast<const __nv_bfloat16*>(p.q) + bi * p.q_batch_stride + si * p.q_row_stride;
+    constexpr int kChunksPerRow = D / 8;
+    for (int c = threadIdx.x; c < kHeadsPerCta * kChunksPerRow; c += kThreads) {
+      const int r = c / kChunksPerRow, col = (c % kChunksPerRow) * 8;
+      const int h = head0 + r;
+      if (h < p.h_q) {
+        cp_async_16(&s.q[r][col], q + h * p.q_head_stride + col);
+      } else {
+        *reinterpret_cast<uint4*>(&s.q[r][col]) = make_uint4(0, 0, 0, 0);
+      }
+    }
+  }
+  if (num_tiles > 0) issue_tile_loads<L>(p, s, 0, split_begin, split_end, bi, si);
+  cp_async_commit();
+
+  float o[kDvPerWarp / 8][4];
+#pragma unroll
+  for (int n = 0; n < kDvPerWarp / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
+  float m[2] = {-INFINITY, -INFINITY};  // running max of log2-scaled logits, rows g and g + 8
+  float l[2] = {0.f, 0.f};              // running sum over this warp's key half only
+  const float scale_log2 = p.sm_scale * kLog2e;
+  const int hrow[2] = {hg * 16 + g, hg * 16 + g + 8};
+
+  for (int t = 0; t < num_tiles; ++t) {
+    const int buf = t & 1;
+    cp_async_wait_all();
+    // Also orders: previous tile's P V reads of s.kv before this tile's dequantize writes.
+    __syncthreads();
+    if (t + 1 < num_tiles) issue_tile_loads<L>(p, s, buf ^ 1, split_begin + (t + 1) * kKeysPerTile, split_end, bi, si);
+    cp_async_commit();
+    dequantize_tile<L>(s, buf);
+    __syncthreads();
+
+    // S = Q K^T: 16 heads x 16 keys (two n-tiles of 8).
+    float acc[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+#pragma unroll 4
+    for (int k0 = 0; k0 < D; k0 += 16) {
+      uint32_t a[4], b[4];
+      ldmatrix_x4(a, &s.q[hg * 16 + lane % 16][k0 + (lane / 16) * 8]);
+      ldmatrix_x4(b, &s.kv[kh * 16 + (lane / 16) * 8 + lane % 8][k0 + ((lane / 8) % 2) * 8]);
+      mma_bf16_16816(acc[0], a, b[0], b[1]);
+      mma_bf16_16816(acc[1], a, b[2], b[3]);
+    }
+    float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int key = kh * 16 + nt * 8 + 2 * tq + (e % 2);
+        acc[nt][e] = s.key_valid[buf][key] ? acc[nt][e] * scale_log2 : -INFINITY;
+        mx[e / 2] = fmaxf(mx[e / 2], acc[nt][e]);
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+      if (tq == 0) s.row_max_part[kh][hrow[r]] = mx[r];
+    }
+    __syncthreads();
+
+    // Both key halves read the same two partial maxima, so the warp pair keeps identical m.
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float m_new = fmaxf(m[r], fmaxf(s.row_max_part[0][hrow[r]], s.row_max_part[1][hrow[r]]));
+      const float m_use = m_new == -INFINITY ? 0.f : m_new;  // all masked so far: avoid inf - inf
+      const float alpha = exp2f(m[r] - m_use);
+      m[r] = m_new;
+      l[r] *= alpha;
+#pragma unroll
+      for (int n = 0; n < kDvPerWarp / 8; ++n) {
+        o[n][2 * r] *= alpha;
+        o[n][2 * r + 1] *= alpha;
+      }
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+        const float p0 = exp2f(acc[nt][2 * r] - m_use), p1 = exp2f(acc[nt][2 * r + 1] - m_use);
+        l[r] += p0 + p1;
+        *reinterpret_cast<uint32_t*>(&s.p[hrow[r]][kh * 16 + nt * 8 + 2 * tq]) = pack_bf16x2(p0, p1);
+      }
+    }
+    __syncthreads();
+
+    // O[16 heads][256 columns of half kh] += P[16 heads][32 keys] V[32 keys][...].
+#pragma unroll
+    for (int k0 = 0; k0 < kKeysPerTile; k0 += 16) {
+      uint32_t a[4];
+      ldmatrix_x4(a, &s.p[hg * 16 + lane % 16][k0 + (lane / 16) * 8]);
+#pragma unroll
+      for (int n = 0; n < kDvPerWarp; n += 16) {
+        uint32_t b[4];
+        ldmatrix_x4_trans(b, &s.kv[k0 + lane % 8 + ((lane / 8) % 2) * 8][kh * kDvPerWarp + n + (lane / 16) * 8]);
+        mma_bf16_16816(o[n / 8], a, b[0], b[1]);
+        mma_bf16_16816(o[n / 8 + 1], a, b[2], b[3]);
+      }
+    }
+  }
+
+  cp_async_wait_all();  // with no tile, the Q copies are still in flight
+
+  // Row sums: quad, then the two key halves in a fixed order (deterministic).
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+    if (tq == 0) s.row_sum_part[kh][hrow[r]] = l[r];
+  }
+  __syncthreads();
+
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int h = head0 + hrow[r];
+    if (h >= p.h_q) continue;
+    const float sum = s.row_sum_part[0][hrow[r]] + s.row_sum_part[1][hrow[r]];
+    const int col0 = kh * kDvPerWarp + 2 * tq;
+    if (num_splits == 1) {
+      const bool empty = m[r] == -INFINITY;
+      // sink +inf -> factor 0 -> zero row; sink -inf -> sum + 0 == sum bitwise; no sink -> + 0 too.
+      const float sink_term = (p.attn_sink != nullptr && !empty) ? exp2f(p.attn_sink[h] * kLog2e - m[r]) : 0.f;
+      const float inv = empty ? 0.f : 1.f / (sum + sink_term);
+      auto* out = static_cast<__nv_bfloat16*>(p.out) + ((int64_t(row) * p.h_q) + h) * kDv;
+#pragma unroll
+      for (int n = 0; n < kDvPerWarp / 8; ++n) {
+        *reinterpret_cast<uint32_t*>(out + col0 + n * 8) = pack_bf16x2(o[n][2 * r] * inv, o[n][2 * r + 1] * inv);
+      }
+      if (kh == 0 && tq == 0) {
+        p.lse[(int64_t(bi) * p.h_q + h) * p.s_q + si] = empty ? INFINITY : (m[r] + log2f(sum)) * kLn2;
+      }
+    } else {
+      const int64_t part = (int64_t(row) * num_splits + split) * p.h_q + h;
+      float* ws_o = static_cast<float*>(p.workspace) + part * kDv;
+#pragma unroll
+      for (int n = 0; n < kDvPerWarp / 8; ++n) {
+        *reinterpret_cast<float2*>(ws_o + col0 + n * 8) = make_float2(o[n][2 * r], o[n][2 * r + 1]);
+      }
+      if (kh == 0 && tq == 0) {
+        float2* ws_ml = reinterpret_cast<float2*>(static_cast<float*>(p.workspace) + partial_o_elems(p, num_splits));
+        ws_ml[part] = make_float2(m[r], sum);
+      }
+    }
+  }
+}
+
+// Per-layout launch of the main kernel, defined in sparse_mla_decode_v4.cu / _v32.cu so the two
+// instantiations compile in parallel.
+void launch_sparse_mla_decode_v4(const SparseMlaDecodeParams& p, const SplitPlan& plan, cudaStream_t stream);
+void launch_sparse_mla_decode_v32(const SparseMlaDecodeParams& p, const SplitPlan& plan, cudaStream_t stream);
+
+template <KvCacheLayout L>
+void launch_sparse_mla_decode_kernel(const SparseMlaDecodeParams& p, const SplitPlan& plan, cudaStream_t stream) {
+  constexpr int kSmem = int(sizeof(SharedStorage<LayoutTraits<L>::kDqk>));
+  auto kernel = sparse_mla_decode_kernel<L>;
+  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem) != cudaSuccess) {
+    throw Error(std::string("sparse_mla_decode: cannot reserve shared memory: ") + cudaGetErrorString(cudaGetLastError()));
+  }
+  const dim3 grid((p.h_q + kHeadsPerCta - 1) / kHeadsPerCta, plan.num_splits, p.b * p.s_q);
+  kernel<<<grid, kThreads, kSmem, stream>>>(p, plan.tiles_per_split, plan.num_splits);
+  const cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) throw Error(std::string("sparse_mla_decode kernel launch: ") + cudaGetErrorString(err));
+}
+
+}  // namespace sinkops::cuda::sparse_mla_decode
