@@ -1,0 +1,110 @@
+// Device helpers shared by the sparse MLA kernels (prefill over bf16 KV, FP8 decode):
+// bf16 tensor-core MMA (mma.sync m16n8k16, sm_80+), ldmatrix, cp.async gathers, the
+// shared-memory swizzle they assume, and the null-sink fold of the online softmax.
+// Header-only, torch-free.
+#pragma once
+#include <cuda_bf16.h>
+#include <cstdint>
+
+namespace sinkops::cuda::mla {
+
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+
+// ---- shared-memory swizzle -------------------------------------------------------------
+// Rows of bf16 whose length is a multiple of 64 elements (eight 16-byte chunks) land on the
+// same banks (512/576-element rows are multiples of 128 B), so eight ldmatrix row addresses
+// at one column would hit one bank group 8 times. XOR-ing the low 3 bits of the chunk index
+// with the row spreads any 8 consecutive rows over 8 distinct chunks: conflict-free
+// ldmatrix, and cp.async still writes whole 16-byte chunks.
+__device__ __forceinline__ int swizzled_chunk(int row, int chunk) {
+  return chunk ^ (row & 7);
+}
+// Element offset of 16-byte chunk `chunk` of row `row` in a [rows][row_elems] bf16 tile.
+__device__ __forceinline__ int swizzled_offset(int row, int chunk, int row_elems) {
+  return row * row_elems + swizzled_chunk(row, chunk) * 8;
+}
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// ---- cp.async ----------------------------------------------------------------------------
+// 16-byte global->shared copy; when `valid` is false nothing is read and the chunk is zero-filled
+// (masked KV rows must be finite zeros: P = 0 times stale NaN bits would still be NaN).
+__device__ __forceinline__ void cp_async_16_zfill(void* smem, const void* gmem, bool valid) {
+  const int src_bytes = valid ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(smem)),
+               "l"(gmem), "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::); }
+
+// Barrier over a subset of warps (`threads` a multiple of 32); id 0 is __syncthreads.
+__device__ __forceinline__ void named_barrier(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads));
+}
+
+// ---- ldmatrix / mma ------------------------------------------------------------------------
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+__device__ __forceinline__ void ldmatrix_x2(uint32_t (&r)[2], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n"
+               : "=r"(r[0]), "=r"(r[1])
+               : "r"(smem_addr(p)));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+
+// D += A * B, A 16x16 row-major bf16 (4 regs), B 16x8 "col" bf16 (2 regs), D 16x8 fp32.
+// Fragment ownership (g = lane / 4, t = lane % 4): d[0..1] = row g, cols 2t..2t+1;
+// d[2..3] = row g + 8, same cols.
+__device__ __forceinline__ void mma_bf16_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                               uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
+  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<uint32_t*>(&v);
+}
+
+// ---- softmax finish with the null sink ---------------------------------------------------------
+// Row state at the end of the online softmax, in log2 units: m = max_j x_j * log2(e)
+// (-inf when the row saw no key), l = sum_j 2^(x_j log2 e - m).
+struct RowFinish {
+  float out_scale;   // multiply the un-normalized O by this
+  float lse;         // natural log, sink excluded; +inf for empty rows
+  float max_logit;   // natural units; -inf for empty rows
+};
+
+// The null sink is one more term in the denominator only: l + 2^(sink*log2e - m).
+// sink = -inf adds exactly 0.0f, so 1/(l + 0) is bitwise 1/l (the no-op contract);
+// sink = +inf gives 1/inf = 0, a zero row (O is finite). Empty rows: out 0, lse +inf.
+__device__ __forceinline__ RowFinish finish_row(float m, float l, const float* attn_sink, int head) {
+  RowFinish f;
+  if (m == -INFINITY) {
+    f.out_scale = 0.f;
+    f.lse = INFINITY;
+    f.max_logit = -INFINITY;
+    return f;
+  }
+  float denom = l;
+  if (attn_sink != nullptr) denom += exp2f(attn_sink[head] * kLog2e - m);
+  f.out_scale = 1.f / denom;
+  f.lse = (m + log2f(l)) * kLn2;
+  f.max_logit = m * kLn2;
+  return f;
+}
+
+}  // namespace sinkops::cuda::mla
