@@ -12,6 +12,12 @@ has() { [[ " $stages " == *" $1 "* ]]; }
 t0=$(date +%s)
 log() { echo "=== [$(( $(date +%s) - t0 ))s] $*"; }
 
+# The device's python3 (a venv) may lack pybind11 and has no network: carry the wheel in .whl/
+# (git-ignored; `pip download pybind11 -d .whl`) and name .whl in the run's carry list.
+if ! python3 -c "import pybind11" 2>/dev/null && ls .whl/pybind11-*.whl > /dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/pybind11-*.whl
+  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+fi
 if has build; then
   log build
   nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader

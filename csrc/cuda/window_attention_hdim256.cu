@@ -1,0 +1,6 @@
+// Instantiation: window attention forward, padded head dim 256, bf16 and fp16.
+#include "window_attention_launch.cuh"
+
+namespace sinkops::cuda::window_attention {
+SINKOPS_INSTANTIATE_WINDOW_ATTENTION(256)
+}  // namespace sinkops::cuda::window_attention
