@@ -7,14 +7,19 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))  # `import helpers` from any test module
 
+import torch  # noqa: E402
+
+# Without a GPU, Triton kernels run in the interpreter. Triton decides at import time, so set
+# it here, before any test module imports sinkops.triton.
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "gpu: needs a CUDA device (runs on the H200, skipped in CI)")
 
 
 def pytest_collection_modifyitems(config, items):
-    import torch
-
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA device")

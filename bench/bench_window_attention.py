@@ -1,0 +1,213 @@
+"""Window attention with sinks: ours (CUDA, Triton) vs FlexAttention vs the memory floor (H200, bf16).
+
+Every column is measured in this run (triton.testing.do_bench median); the "published peer"
+column is the vLLM Triton key0 kernel from DESIGN.md §5 (same H200, torch 2.11 / Triton 3.6).
+A backend that is missing or fails prints 'n/a' instead of stopping the table.
+
+    python bench/bench_window_attention.py [--json PATH] [--plot PATH] [--cases NAME ...]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import traceback
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))  # run from a checkout
+
+# name, segments, tokens per segment, Hq, Hk, head dim, window, vLLM Triton key0 kernel (µs)
+CASES = [
+    ("mimo-image 1x4096", 1, 4096, 32, 8, 64, (64, 64), 127.0),
+    ("mimo-video 16x1024", 16, 1024, 32, 8, 64, (64, 64), 449.0),
+    ("mimo-video 64x1024", 64, 1024, 32, 8, 64, (64, 64), 1769.0),
+    ("2x2048 16/16 d80", 2, 2048, 16, 16, 80, (64, 64), 86.0),
+    ("16x1024 w128", 16, 1024, 32, 8, 64, (128, 128), None),
+    ("16x1024 w256", 16, 1024, 32, 8, 64, (256, 256), None),
+    ("16x1024 unbounded", 16, 1024, 32, 8, 64, (-1, -1), None),
+    ("16x1024 d80", 16, 1024, 32, 8, 80, (64, 64), None),
+    ("16x1024 d128", 16, 1024, 32, 8, 128, (64, 64), None),
+]
+MODES = ("key0", "null", "none")
+
+
+def _median_us(fn) -> float:
+    import triton.testing
+
+    return triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median") * 1e3
+
+
+def copy_bandwidth() -> float:
+    """Device-to-device copy bandwidth in bytes/s (read + write), measured now on a 2 GiB tensor."""
+    src = torch.empty(1 << 30, dtype=torch.int16, device="cuda")
+    dst = torch.empty_like(src)
+    us = _median_us(lambda: dst.copy_(src))
+    return 2 * src.numel() * src.element_size() / (us * 1e-6)
+
+
+def make_inputs(nseg, seqlen, hq, hk, d):
+    t = nseg * seqlen
+    q = torch.randn(t, hq, d, device="cuda", dtype=torch.bfloat16)
+    k = torch.randn(t, hk, d, device="cuda", dtype=torch.bfloat16)
+    v = torch.randn(t, hk, d, device="cuda", dtype=torch.bfloat16)
+    cu = torch.arange(0, t + 1, seqlen, device="cuda", dtype=torch.int32)
+    # sinks in the checkpoint ranges: MiMo (key0) U(-0.1, 0.6), DeepSeek-V4 (null) U(-2.2, 2.5)
+    sinks = {"key0": -0.1 + 0.7 * torch.rand(hq, device="cuda"),
+             "null": -2.2 + 4.7 * torch.rand(hq, device="cuda"), "none": None}
+    return q, k, v, cu, sinks
+
+
+def bench_triton(q, k, v, cu, seqlen, window, sinks, mode):
+    from sinkops.triton.window_attention import window_attention_fwd
+
+    out = torch.empty_like(q[..., : v.shape[2]])
+    lse = torch.empty(q.shape[1], q.shape[0], device="cuda", dtype=torch.float32)
+    scale = q.shape[2] ** -0.5
+
+    def run():
+        window_attention_fwd(q, k, v, cu, cu, seqlen, seqlen, window[0], window[1], scale,
+                             sinks, mode, out, lse)
+    return _median_us(run)
+
+
+def bench_cuda(q, k, v, cu, seqlen, window, sinks, mode):
+    import sinkops.ops as ops
+
+    out = torch.empty_like(q[..., : v.shape[2]])
+    kw = dict(window_size=window, sinks=sinks, sink_mode="key0" if mode == "none" else mode,
+              out=out, backend="cuda")
+    return _median_us(lambda: ops.window_attention(q, k, v, cu, cu, seqlen, seqlen, **kw))
+
+
+def bench_flex(q, k, v, cu, seqlen, window, sinks):
+    """FlexAttention with a block mask for window + segments and a score_mod adding the key0 bias."""
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    t, hq, _ = q.shape
+    pos = torch.arange(t, device="cuda")
+    doc = torch.searchsorted(cu[1:], pos, right=True)          # segment of each token
+    seg_pos = pos - cu.long()[doc]                             # position inside its segment
+    left, right = window
+
+    def mask_mod(b, h, qi, ki):
+        m = doc[qi] == doc[ki]
+        if left >= 0:
+            m = m & (seg_pos[ki] >= seg_pos[qi] - left)
+        if right >= 0:
+            m = m & (seg_pos[ki] <= seg_pos[qi] + right)
+        return m
+
+    def key0_bias(score, b, h, qi, ki):
+        return score + torch.where(seg_pos[ki] == 0, sinks[h], 0.0)
+
+    block_mask = create_block_mask(mask_mod, 1, None, t, t, device="cuda")
+    qf, kf, vf = (x.transpose(0, 1).unsqueeze(0).contiguous() for x in (q, k, v))  # [1, H, T, D]
+    flex = torch.compile(flex_attention, dynamic=False)
+    run = lambda: flex(qf, kf, vf, score_mod=key0_bias, block_mask=block_mask, enable_gqa=True)  # noqa: E731
+    run()
+    return _median_us(run)
+
+
+def _try(what, fn):
+    try:
+        return fn()
+    except Exception as e:  # one failing backend must not stop the table
+        print(f"# {what}: n/a ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})",
+              file=sys.stderr)
+        if "--verbose" in sys.argv:
+            traceback.print_exc()
+        return None
+
+
+def run_case(case, bandwidth):
+    name, nseg, seqlen, hq, hk, d, window, peer = case
+    q, k, v, cu, sinks = make_inputs(nseg, seqlen, hq, hk, d)
+    row = dict(case=name, tokens=nseg * seqlen, hq=hq, hk=hk, d=d, window=list(window), peer_us=peer)
+    nbytes = sum(x.numel() * x.element_size() for x in (q, k, v)) + q.numel() * q.element_size()
+    row["floor_us"] = nbytes / bandwidth * 1e6 if bandwidth else None
+    for mode in MODES:
+        row[f"cuda_{mode}_us"] = _try(f"{name} cuda {mode}",
+                                      lambda: bench_cuda(q, k, v, cu, seqlen, window, sinks[mode], mode))
+        row[f"triton_{mode}_us"] = _try(f"{name} triton {mode}",
+                                        lambda: bench_triton(q, k, v, cu, seqlen, window, sinks[mode], mode))
+    row["flex_key0_us"] = _try(f"{name} flex", lambda: bench_flex(q, k, v, cu, seqlen, window, sinks["key0"]))
+    return row
+
+
+COLUMNS = [("CUDA key0", "cuda_key0_us"), ("CUDA null", "cuda_null_us"), ("CUDA no-sink", "cuda_none_us"),
+           ("Triton key0", "triton_key0_us"), ("Triton null", "triton_null_us"),
+           ("Triton no-sink", "triton_none_us"), ("Flex key0", "flex_key0_us")]
+
+
+def _fmt(us, floor=None):
+    if us is None:
+        return "n/a"
+    if floor:
+        return f"{us:.1f} ({us / floor:.1f}x)"
+    return f"{us:.1f}"
+
+
+def print_table(rows, bandwidth):
+    bw = f"{bandwidth / 1e12:.2f} TB/s" if bandwidth else "n/a"
+    print(f"\nWindow attention, bf16, µs (x memory floor); copy bandwidth {bw}\n")
+    head = ["case", "floor"] + [c for c, _ in COLUMNS] + ["published peer (vLLM Triton key0)",
+                                                          "Triton key0 speedup vs peer"]
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    for r in rows:
+        floor = r["floor_us"]
+        cells = [r["case"], _fmt(floor)] + [_fmt(r[key], floor) for _, key in COLUMNS]
+        peer, ours = r["peer_us"], r["triton_key0_us"]
+        cells += [_fmt(peer), f"{peer / ours:.2f}x" if peer and ours else "n/a"]
+        print("| " + " | ".join(cells) + " |")
+
+
+def save_plot(rows, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    mimo = [r for r in rows if r["case"].startswith("mimo")]
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for label, key in COLUMNS + [("memory floor", "floor_us"), ("vLLM Triton (published)", "peer_us")]:
+        pts = [(r["tokens"], r[key]) for r in mimo if r.get(key)]
+        if pts:
+            ax.plot(*zip(*pts), marker="o", label=label)
+    ax.set(xscale="log", yscale="log", xlabel="tokens", ylabel="µs",
+           title="MiMo vision window attention (32/8 heads, d 64, window ±64), H200 bf16")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--json", help="write the rows as JSON here")
+    ap.add_argument("--plot", help="save a png of time vs tokens (needs matplotlib)")
+    ap.add_argument("--cases", nargs="*", help="substrings of case names to run (default: all)")
+    ap.add_argument("--verbose", action="store_true", help="print tracebacks of failing columns")
+    args = ap.parse_args()
+    if not torch.cuda.is_available():
+        sys.exit("bench_window_attention needs a CUDA device")
+    torch.manual_seed(0)
+    bandwidth = _try("copy bandwidth", copy_bandwidth)
+    cases = [c for c in CASES if not args.cases or any(s in c[0] for s in args.cases)]
+    rows = []
+    for case in cases:
+        rows.append(run_case(case, bandwidth))
+        torch.cuda.empty_cache()
+    print_table(rows, bandwidth)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(dict(bandwidth_bytes_per_s=bandwidth, rows=rows), f, indent=1)
+    if args.plot:
+        _try("plot", lambda: save_plot(rows, args.plot))
+    return 0 if all(math.isfinite(r["triton_key0_us"] or math.nan) for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
