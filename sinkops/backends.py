@@ -1,5 +1,5 @@
-"""Backend choice (DESIGN.md §3): CUDA kernel when built and the device supports it, else SYCL
-on XPU, else Triton on a GPU, else the reference. `backend=` forces one; a missing backend
+"""Backend choice (DESIGN.md §3): on a CUDA device the fastest verified kernel per op (see
+AUTO_ORDER_ON_CUDA), SYCL on XPU, else the reference. `backend=` forces one; a missing backend
 raises a clear error naming what is missing. Backends never import one another."""
 from __future__ import annotations
 
@@ -61,9 +61,21 @@ def why_unavailable(name: str, device: torch.device) -> str:
     raise ValueError(f"backend: expected one of {NAMES}, got {name!r}")
 
 
-def resolve(name: str, device: torch.device, cuda_ok: bool = True) -> str:
-    """Turn `auto` into a concrete backend; check a forced one. `cuda_ok=False` when the
-    CUDA kernels do not cover this input (e.g. float32), so auto falls through to Triton."""
+# Order `auto` tries on a CUDA device, per op, from the H200 measurements in bench/NOTES.md.
+# Today the Triton kernels beat our mma.sync CUDA kernels for window attention (MiMo video
+# 16x1024 key0: 140 vs 190 µs) and sparse prefill (V4-Pro: 244 vs 201 TFLOP/s), and those two
+# CUDA kernels have not yet passed the GPU test suite; the CUDA decode has, and is 13x faster
+# than Triton at batch 1. Revisit when a CUDA kernel overtakes (backend="cuda" forces it).
+AUTO_ORDER_ON_CUDA = {
+    "window": ("triton", "cuda"),
+    "prefill": ("triton", "cuda"),
+    "decode": ("cuda", "triton"),
+}
+
+
+def resolve(name: str, device: torch.device, op: str, cuda_ok: bool = True) -> str:
+    """Turn `auto` into a concrete backend for `op` ("window" | "prefill" | "decode"); check a
+    forced one. `cuda_ok=False` when the CUDA kernels do not cover this input (e.g. float32)."""
     if not isinstance(name, str) or name not in NAMES:
         raise ValueError(f"backend: expected one of {NAMES}, got {name!r}")
     if name != "auto":
@@ -72,10 +84,11 @@ def resolve(name: str, device: torch.device, cuda_ok: bool = True) -> str:
             raise RuntimeError(f"backend={name!r} is not available: {why}")
         return name
     if device.type == "cuda":
-        if cuda_ok and not why_unavailable("cuda", device):
-            return "cuda"
-        if not why_unavailable("triton", device):
-            return "triton"
+        for candidate in AUTO_ORDER_ON_CUDA[op]:
+            if candidate == "cuda" and not cuda_ok:
+                continue
+            if not why_unavailable(candidate, device):
+                return candidate
         return "reference"
     if device.type == "xpu" and not why_unavailable("sycl", device):
         return "sycl"

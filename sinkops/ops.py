@@ -129,7 +129,7 @@ def window_attention(q, k, v, cu_seqlens_q, cu_seqlens_k=None, max_seqlen_q=None
     sinks = V.sinks("sinks", sinks, hq, dev)
     mode = "none" if sinks is None else sink_mode
     out = V.out_tensor("out", out, (tq, hq, dv), q.dtype, dev)
-    name = backends.resolve(backend, dev, cuda_ok=q.dtype in V.LOWP)
+    name = backends.resolve(backend, dev, "window", cuda_ok=q.dtype in V.LOWP)
     q, k, v = (V.last_dim_contiguous(t) for t in (q, k, v))
     args = (q, k, v, cu_q, cu_k, max_seqlen_q, max_seqlen_k, left, right, float(softmax_scale),
             sinks, mode, name)
@@ -226,7 +226,7 @@ def sparse_mla_prefill(q, kv, indices, sm_scale, d_v=D_V, attn_sink=None, topk_l
         topk_length = topk_length.contiguous()
     sm_scale = _check_scale("sm_scale", sm_scale)
     out = V.out_tensor("out", out, (sq, hq, d_v), q.dtype, dev)
-    name = backends.resolve(backend, dev, cuda_ok=q.dtype == torch.bfloat16)
+    name = backends.resolve(backend, dev, "prefill", cuda_ok=q.dtype == torch.bfloat16)
     q, kv, indices = (V.last_dim_contiguous(t) for t in (q, kv, indices))
     args = (q, kv, indices, sm_scale, d_v, attn_sink, topk_length, name)
     if out is None:
@@ -345,7 +345,7 @@ def sparse_mla_decode(q, kv_cache, indices, sm_scale, attn_sink=None, topk_lengt
         V.out_tensor("out", out, (b, sq, hq, D_V), q.dtype, dev)
         if not out.is_contiguous():
             raise ValueError("out: must be contiguous for sparse_mla_decode")
-    name = backends.resolve(backend, dev, cuda_ok=q.dtype == torch.bfloat16)
+    name = backends.resolve(backend, dev, "decode", cuda_ok=q.dtype == torch.bfloat16)
     q = V.last_dim_contiguous(q)
     args = (q, kv_cache, indices, sm_scale, attn_sink, topk_length, layout, extra_kv_cache,
             extra_indices, extra_topk_length, name)
