@@ -1,4 +1,4 @@
-// Device helpers shared by the sparse MLA kernels (prefill over bf16 KV, FP8 decode):
+// Device helpers of the sparse MLA prefill over bf16 KV (the FP8 decode keeps its own copies):
 // bf16 tensor-core MMA (mma.sync m16n8k16, sm_80+), ldmatrix, cp.async gathers, the
 // shared-memory swizzle they assume, and the null-sink fold of the online softmax.
 // Header-only, torch-free.
@@ -38,11 +38,17 @@ __device__ __forceinline__ void cp_async_16_zfill(void* smem, const void* gmem, 
                "l"(gmem), "r"(src_bytes));
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::); }
+__device__ __forceinline__ void cp_async_wait_all() {
+  asm volatile("cp.async.wait_group 0;\n" ::: "memory");  // smem reads must not move above it
+}
 
 // Barrier over a subset of warps (`threads` a multiple of 32); id 0 is __syncthreads.
+// The "memory" clobber makes it a compiler barrier too, like __syncthreads: the plain C++
+// stores/loads around it (sRed maxima and sums, the bf16 P tile written with ordinary stores and
+// read back by ldmatrix) must not be moved across it. Without the clobber the asm only promises
+// not to touch memory, and the compiler would be free to hoist the sRed loads above the barrier.
 __device__ __forceinline__ void named_barrier(int id, int threads) {
-  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads));
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
 // ---- ldmatrix / mma ------------------------------------------------------------------------
