@@ -11,30 +11,15 @@
 #include <random>
 #include <vector>
 
+#include "bench_common.cuh"
 #include "sinkops/cuda_api.h"
 
-#define CHECK_CUDA(x)                                                                     \
-  do {                                                                                    \
-    cudaError_t err_ = (x);                                                               \
-    if (err_ != cudaSuccess) {                                                            \
-      std::fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(err_));   \
-      std::exit(1);                                                                       \
-    }                                                                                     \
-  } while (0)
 
 namespace {
 
 constexpr double kHbmBytesPerS = 4.8e12;   // H200 HBM3e
 constexpr double kBf16DenseFlops = 790e12;  // H200 dense bf16 (wgmma); mma.sync reaches less
 
-__device__ uint32_t hash_u32(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdull;
-  x ^= x >> 33;
-  x *= 0xc4ceb3fe1a85ec53ull;
-  x ^= x >> 33;
-  return uint32_t(x);
-}
 
 // Fills every block with plausible bytes: fp8 values without the NaN code (0x7f / 0xff), e8m0 scales
 // near 2^0, fp32 scales 1/64, bf16 rope in (-2, 2).

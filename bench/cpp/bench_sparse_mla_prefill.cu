@@ -12,26 +12,10 @@
 #include <cstdlib>
 #include <vector>
 
+#include "bench_common.cuh"
 #include "sinkops/cuda_api.h"
 
-#define CHECK_CUDA(x)                                                                   \
-  do {                                                                                  \
-    cudaError_t e_ = (x);                                                               \
-    if (e_ != cudaSuccess) {                                                            \
-      std::fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_));   \
-      std::exit(1);                                                                     \
-    }                                                                                   \
-  } while (0)
 
-__device__ uint32_t hash_u32(uint64_t x) {
-  x ^= x >> 33; x *= 0xff51afd7ed558ccdULL; x ^= x >> 33; x *= 0xc4ceb9fe1a85ec53ULL; x ^= x >> 33;
-  return static_cast<uint32_t>(x);
-}
-// Uniform in [-1, 1): the logit scale stays O(1) like real checkpoints.
-__global__ void fill_bf16(__nv_bfloat16* p, int64_t n, uint64_t seed) {
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-    p[i] = __float2bfloat16(hash_u32(i * 2654435761ULL + seed) * (2.f / 4294967296.f) - 1.f);
-}
 __global__ void fill_indices(int32_t* p, int64_t n, int32_t s_kv, uint64_t seed) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
     p[i] = static_cast<int32_t>(hash_u32(i + seed * 7919) % s_kv);
@@ -67,8 +51,8 @@ int main() {
     CHECK_CUDA(cudaMalloc(&sink, c.h_q * 4));
     CHECK_CUDA(cudaMalloc(&lse, s_q * c.h_q * 4));
     CHECK_CUDA(cudaMalloc(&max_logits, s_q * c.h_q * 4));
-    fill_bf16<<<1024, 256, 0, stream>>>(q, nq, 1);
-    fill_bf16<<<1024, 256, 0, stream>>>(kv, nkv, 2);
+    fill_bf16<<<1024, 256, 0, stream>>>(q, nq, 1, 1.f);
+    fill_bf16<<<1024, 256, 0, stream>>>(kv, nkv, 2, 1.f);
     fill_indices<<<1024, 256, 0, stream>>>(idx, nidx, static_cast<int32_t>(s_kv), 3);
     std::vector<float> h_sink(c.h_q);
     for (int h = 0; h < c.h_q; ++h) h_sink[h] = -2.2f + 4.7f * h / c.h_q;  // V4 checkpoint range

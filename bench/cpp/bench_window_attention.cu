@@ -15,26 +15,10 @@
 #include <cstdlib>
 #include <vector>
 
+#include "bench_common.cuh"
 #include "sinkops/cuda_api.h"
 
-#define CHECK_CUDA(x)                                                                 \
-  do {                                                                                \
-    cudaError_t e_ = (x);                                                             \
-    if (e_ != cudaSuccess) {                                                          \
-      std::fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                   \
-    }                                                                                 \
-  } while (0)
 
-__device__ uint32_t hash_u32(uint64_t x) {
-  x ^= x >> 33; x *= 0xff51afd7ed558ccdULL; x ^= x >> 33; x *= 0xc4ceb9fe1a85ec53ULL; x ^= x >> 33;
-  return static_cast<uint32_t>(x);
-}
-// Roughly unit-variance values (uniform in [-1.7, 1.7)) so logits look like a real checkpoint's.
-__global__ void fill_bf16(__nv_bfloat16* p, int64_t n, uint64_t seed) {
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-    p[i] = __float2bfloat16((hash_u32(i * 2654435761ULL + seed) * (2.f / 4294967296.f) - 1.f) * 1.7f);
-}
 
 struct Case {
   const char* name;
@@ -76,9 +60,9 @@ int main() {
     CHECK_CUDA(cudaMalloc(&lse, total * c.h_q * 4));
     CHECK_CUDA(cudaMalloc(&sinks, c.h_q * 4));
     CHECK_CUDA(cudaMalloc(&cu, (c.batch + 1) * 4));
-    fill_bf16<<<1024, 256, 0, stream>>>(q, nq, 1);
-    fill_bf16<<<1024, 256, 0, stream>>>(k, nkv, 2);
-    fill_bf16<<<1024, 256, 0, stream>>>(v, nkv, 3);
+    fill_bf16<<<1024, 256, 0, stream>>>(q, nq, 1, 1.7f);
+    fill_bf16<<<1024, 256, 0, stream>>>(k, nkv, 2, 1.7f);
+    fill_bf16<<<1024, 256, 0, stream>>>(v, nkv, 3, 1.7f);
     std::vector<int32_t> cu_host(c.batch + 1);
     for (int b = 0; b <= c.batch; ++b) cu_host[b] = b * c.seqlen;
     std::vector<float> sink_host(c.h_q);

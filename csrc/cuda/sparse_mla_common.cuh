@@ -1,4 +1,4 @@
-// Device helpers of the sparse MLA prefill over bf16 KV (the FP8 decode keeps its own copies):
+// Device helpers of the sparse MLA prefill over bf16 KV (PTX wrappers: mma_sm80.cuh):
 // bf16 tensor-core MMA (mma.sync m16n8k16, sm_80+), ldmatrix, cp.async gathers, the
 // shared-memory swizzle they assume, and the null-sink fold of the online softmax.
 // Header-only, torch-free.
@@ -6,7 +6,11 @@
 #include <cuda_bf16.h>
 #include <cstdint>
 
+#include "mma_sm80.cuh"
+
 namespace sinkops::cuda::mla {
+
+using namespace sinkops::cuda::ptx;
 
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
@@ -25,10 +29,6 @@ __device__ __forceinline__ int swizzled_offset(int row, int chunk, int row_elems
   return row * row_elems + swizzled_chunk(row, chunk) * 8;
 }
 
-__device__ __forceinline__ uint32_t smem_addr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
 // ---- cp.async ----------------------------------------------------------------------------
 // 16-byte global->shared copy; when `valid` is false nothing is read and the chunk is zero-filled
 // (masked KV rows must be finite zeros: P = 0 times stale NaN bits would still be NaN).
@@ -36,10 +36,6 @@ __device__ __forceinline__ void cp_async_16_zfill(void* smem, const void* gmem, 
   const int src_bytes = valid ? 16 : 0;
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(smem)),
                "l"(gmem), "r"(src_bytes));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-__device__ __forceinline__ void cp_async_wait_all() {
-  asm volatile("cp.async.wait_group 0;\n" ::: "memory");  // smem reads must not move above it
 }
 
 // Barrier over a subset of warps (`threads` a multiple of 32); id 0 is __syncthreads.
@@ -49,40 +45,6 @@ __device__ __forceinline__ void cp_async_wait_all() {
 // not to touch memory, and the compiler would be free to hoist the sRed loads above the barrier.
 __device__ __forceinline__ void named_barrier(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
-
-// ---- ldmatrix / mma ------------------------------------------------------------------------
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_addr(p)));
-}
-__device__ __forceinline__ void ldmatrix_x2(uint32_t (&r)[2], const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n"
-               : "=r"(r[0]), "=r"(r[1])
-               : "r"(smem_addr(p)));
-}
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_addr(p)));
-}
-
-// D += A * B, A 16x16 row-major bf16 (4 regs), B 16x8 "col" bf16 (2 regs), D 16x8 fp32.
-// Fragment ownership (g = lane / 4, t = lane % 4): d[0..1] = row g, cols 2t..2t+1;
-// d[2..3] = row g + 8, same cols.
-__device__ __forceinline__ void mma_bf16_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
-                                               uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
-  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<uint32_t*>(&v);
 }
 
 // ---- softmax finish with the null sink ---------------------------------------------------------

@@ -21,10 +21,13 @@
 #include <cmath>
 #include <cstdint>
 
+#include "mma_sm80.cuh"
 #include "sinkops/common.h"
 #include "sinkops/sparse_mla_params.h"
 
 namespace sinkops::cuda::sparse_mla_decode {
+
+using namespace sinkops::cuda::ptx;
 
 constexpr int kHeadsPerCta = 64;
 constexpr int kKeysPerTile = 32;
@@ -103,45 +106,14 @@ inline int64_t workspace_bytes_for(const SparseMlaDecodeParams& p, int splits) {
   return partial_o_elems(p, splits) * 4 + int64_t(p.b) * p.s_q * splits * p.h_q * 8;
 }
 
-// ---- device helpers (kept local: PTX wrappers are a few lines each) ----
+// ---- device helpers (the shared PTX wrappers are in mma_sm80.cuh) ----
 
-__device__ __forceinline__ uint32_t smem_addr(const void* ptr) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(ptr));
-}
 __device__ __forceinline__ void cp_async_16(void* dst, const void* src) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_addr(dst)), "l"(src));
 }
 __device__ __forceinline__ void cp_async_8(void* dst, const void* src) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(smem_addr(dst)), "l"(src));
 }
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::); }
-
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* ptr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_addr(ptr)));
-}
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* ptr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_addr(ptr)));
-}
-// D += A B, A 16x16 row-major bf16, B 16x8 col-major bf16, D 16x8 fp32.
-__device__ __forceinline__ void mma_bf16_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
-                                               uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
-  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<uint32_t*>(&v);
-}
-
 // e8m0: 2^(byte - 127). Byte 0 is 2^-127, a float32 denormal, so it cannot come from shifting
 // the byte into the exponent field.
 __device__ __forceinline__ float e8m0_to_float(uint8_t byte) {
