@@ -202,10 +202,13 @@ __global__ void __launch_bounds__(Traits<kHeadDim>::kThreads, Traits<kHeadDim>::
     const int64_t q_start = p.cu_seqlens_q[b], k_start = p.cu_seqlens_k[b];
     const int sq = p.cu_seqlens_q[b + 1] - static_cast<int>(q_start);
     const int sk = p.cu_seqlens_k[b + 1] - static_cast<int>(k_start);
-    const int pos0 = blockIdx.x * P;
+    const int pos0 = blockIdx.x * P;  // < max_seqlen_q: no overflow
     if (pos0 >= sq) continue;  // CTA-uniform
     const int64_t off = int64_t(sk) - sq;
-    const int pos_last = min(pos0 + P, sq) - 1;
+    // A segment may hold up to 2^31 - 1 tokens (DESIGN.md §2.1), so pos0 + P, a + 15, kt + r, kt + 63
+    // could wrap in int32: query rows are tested as offsets against sq - pos0 / sq - a, key indices are
+    // taken relative to the tile start kt (int64 positions would spill 40-60 more registers).
+    const int pos_last = sq - pos0 > P ? pos0 + P - 1 : sq - 1;
 
     // Keys any row of this CTA can see: [kmin, kmax].
     int kmin, kmax, unused;
@@ -214,32 +217,33 @@ __global__ void __launch_bounds__(Traits<kHeadDim>::kThreads, Traits<kHeadDim>::
     const int n_tiles = kmax >= kmin ? (kmax - kmin) / kBlockN + 1 : 0;
 
     // This warp's rows: positions a .. a+15 of head warp_head.
-    const int a = pos0 + (warp % warps_per_head) * 16;
-    const bool warp_live = a < sq;
-    const int z = min(a + 15, sq - 1);
+    const int warp_ofs = (warp % warps_per_head) * 16;
+    const bool warp_live = warp_ofs < sq - pos0;
+    const int a = warp_live ? pos0 + warp_ofs : pos0;  // < sq; a dead warp computes nothing
+    const int z = sq - 1 - a > 15 ? a + 15 : sq - 1;
     int lo_a, hi_a, lo_z, hi_z, lo_r[2], hi_r[2];
     row_bounds(a, off, p.window_left, p.window_right, sk, lo_a, hi_a);
     row_bounds(z, off, p.window_left, p.window_right, sk, lo_z, hi_z);
-    row_bounds(a + g, off, p.window_left, p.window_right, sk, lo_r[0], hi_r[0]);
-    row_bounds(a + g + 8, off, p.window_left, p.window_right, sk, lo_r[1], hi_r[1]);
+    row_bounds(int64_t(a) + g, off, p.window_left, p.window_right, sk, lo_r[0], hi_r[0]);
+    row_bounds(int64_t(a) + g + 8, off, p.window_left, p.window_right, sk, lo_r[1], hi_r[1]);
 
     // Q tile: CTA row r -> warp r/16 -> (head, position).
     load_rows<T, Tr, Tr::kBlockM>(
         sQ,
         [&](int r) -> const T* {
-          const int w = r / 16, pos = pos0 + (w % warps_per_head) * 16 + r % 16;
-          if (pos >= sq) return nullptr;
+          const int w = r / 16, rel = (w % warps_per_head) * 16 + r % 16;  // position pos0 + rel
+          if (rel >= sq - pos0) return nullptr;
           const int h = h_base + w / warps_per_head;
-          return q + (q_start + pos) * p.q_row_stride + int64_t(h) * p.q_head_stride;
+          return q + (q_start + pos0 + rel) * p.q_row_stride + int64_t(h) * p.q_head_stride;
         },
         q, p.d, vec);
     auto load_kv_tile = [&](int tile, int buf) {
       const int kt = kmin + tile * kBlockN;
       auto k_row = [&](int r) -> const T* {
-        return kt + r <= kmax ? k + (k_start + kt + r) * p.k_row_stride + int64_t(hk) * p.k_head_stride : nullptr;
+        return r <= kmax - kt ? k + (k_start + kt + r) * p.k_row_stride + int64_t(hk) * p.k_head_stride : nullptr;
       };
       auto v_row = [&](int r) -> const T* {
-        return kt + r <= kmax ? v + (k_start + kt + r) * p.v_row_stride + int64_t(hk) * p.v_head_stride : nullptr;
+        return r <= kmax - kt ? v + (k_start + kt + r) * p.v_row_stride + int64_t(hk) * p.v_head_stride : nullptr;
       };
       load_rows<T, Tr, kBlockN>(sK0 + buf * Tr::kSmemKvElems, k_row, k, p.d, vec);
       load_rows<T, Tr, kBlockN>(sV0 + buf * Tr::kSmemKvElems, v_row, v, p.d_v, vec);
@@ -274,14 +278,14 @@ __global__ void __launch_bounds__(Traits<kHeadDim>::kThreads, Traits<kHeadDim>::
 #pragma unroll
         for (int ks = 0; ks < kStepsD; ++ks) ldmatrix_x4(q_frag[ks], q_lane_addr + ks * 32);
       }
-      const int kt = kmin + tile * kBlockN;
+      const int kt = kmin + tile * kBlockN;  // <= kmax; key indices below are relative to kt (no int32 wrap)
       // Per 16-key chunk: active = intersects some row's window; full = inside every row's window.
       uint32_t active = 0, full = 0;
 #pragma unroll
       for (int kc = 0; kc < kChunksN; ++kc) {
-        const int c0 = kt + kc * 16;
-        if (warp_live && c0 <= hi_z && c0 + 15 >= lo_a) active |= 1u << kc;
-        if (c0 >= lo_z && c0 + 15 <= hi_a) full |= 1u << kc;
+        const int c0 = kc * 16;
+        if (warp_live && c0 <= hi_z - kt && c0 + 15 >= lo_a - kt) active |= 1u << kc;
+        if (c0 >= lo_z - kt && c0 + 15 <= hi_a - kt) full |= 1u << kc;
       }
       if (active != 0) {
         const T* sK = sK0 + buf * Tr::kSmemKvElems;
@@ -330,11 +334,11 @@ __global__ void __launch_bounds__(Traits<kHeadDim>::kThreads, Traits<kHeadDim>::
               sc[2] += sink_log2;
             }
             if (!(full & (1u << kc))) {
-              const int j = kt + kc * 16 + half * 8 + 2 * t4;
+              const int j = kc * 16 + half * 8 + 2 * t4;  // relative to kt
 #pragma unroll
               for (int e = 0; e < 4; ++e) {
                 const int jj = j + (e & 1), r = e / 2;
-                if (jj < lo_r[r] || jj > hi_r[r]) sc[e] = -INFINITY;
+                if (jj < lo_r[r] - kt || jj > hi_r[r] - kt) sc[e] = -INFINITY;
               }
             }
             m_tile[0] = fmaxf(m_tile[0], fmaxf(sc[0], sc[1]));
@@ -423,8 +427,8 @@ __global__ void __launch_bounds__(Traits<kHeadDim>::kThreads, Traits<kHeadDim>::
       if (t4 == 0) {
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
-          const int pos = a + g + 8 * r;
-          if (pos < sq) p.lse[int64_t(warp_head) * p.lse_head_stride + q_start + pos] = lse[r];
+          const int row = g + 8 * r;  // position a + row
+          if (row < sq - a) p.lse[int64_t(warp_head) * p.lse_head_stride + q_start + a + row] = lse[r];
         }
       }
       constexpr int kChunks = kHeadDim / 8;
@@ -432,7 +436,7 @@ __global__ void __launch_bounds__(Traits<kHeadDim>::kThreads, Traits<kHeadDim>::
 #pragma unroll
         for (int idx = lane; idx < 16 * kChunks; idx += 32) {
           const int r = idx / kChunks, c = (idx % kChunks) * 8;
-          if (a + r < sq && c < p.d_v) {
+          if (r < sq - a && c < p.d_v) {
             T* dst = out + (q_start + a + r) * p.out_row_stride + int64_t(warp_head) * p.out_head_stride + c;
             *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(sO + r * Tr::kRowPitch + c);
           }
@@ -440,7 +444,7 @@ __global__ void __launch_bounds__(Traits<kHeadDim>::kThreads, Traits<kHeadDim>::
       } else {
         for (int idx = lane; idx < 16 * kHeadDim; idx += 32) {
           const int r = idx / kHeadDim, c = idx % kHeadDim;
-          if (a + r < sq && c < p.d_v)
+          if (r < sq - a && c < p.d_v)
             out[(q_start + a + r) * p.out_row_stride + int64_t(warp_head) * p.out_head_stride + c] =
                 sO[r * Tr::kRowPitch + c];
         }
