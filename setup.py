@@ -24,9 +24,14 @@ except ImportError:  # the SYCL build helper is optional
     build_sycl = None
 
 
+_BUILDING = any(cmd in sys.argv for cmd in ("bdist_wheel", "build_ext", "build", "install",
+                                             "develop", "editable_wheel"))
+
+
 def _note(msg: str) -> None:
-    # Said once, at install, on stderr so pip shows it with -v and in logs.
-    print(f"[sinkops] {msg}", file=sys.stderr, flush=True)
+    # pip runs setup.py several times (metadata, then the wheel): say it once, when building.
+    if _BUILDING:
+        print(f"[sinkops] {msg}", file=sys.stderr, flush=True)
 
 
 class BuildExt(build_ext):

@@ -5,6 +5,12 @@ Helpers: pack_kv_cache / unpack_kv_cache (byte-exact FP8 caches), merge_attentio
 and sinkops.cp for context parallelism. See README.md and DESIGN.md.
 """
 import importlib
+import pkgutil
+
+# Run from a source checkout (`python -m sinkops.demo` in the repo root), this in-tree package
+# shadows the installed one and has no compiled modules; extending the package path lets
+# `sinkops._C` / `sinkops._sycl` resolve to the installed build while the Python stays in-tree.
+__path__ = pkgutil.extend_path(__path__, __name__)
 
 __version__ = "0.1.0"
 
