@@ -179,3 +179,29 @@ def sinks_like(h, kind) -> torch.Tensor:
 def nan_like(shape, dtype, device="cpu") -> torch.Tensor:
     """Poisoned output buffer: every element the kernel forgets to write stays NaN."""
     return torch.full(tuple(shape), float("nan"), dtype=dtype, device=device)
+
+
+def window_oracle(case, window, sinks, sink_mode, compute_dtype=None):
+    """reference.window_attention on a make_window_case dict: the float64 oracle (compute_dtype
+    None) or the same math done by torch in a low precision (the tolerance rule's baseline)."""
+    from sinkops import reference
+
+    c = case
+    qkv = (c["q"], c["k"], c["v"]) if compute_dtype else (c["q"].double(), c["k"].double(), c["v"].double())
+    sinks = None if sinks is None else sinks.to(c["q"].device)
+    return reference.window_attention(*qkv, c["cu_seqlens_q"], c["cu_seqlens_k"], window_size=window,
+                                      softmax_scale=c["q"].shape[-1] ** -0.5, sinks=sinks,
+                                      sink_mode=sink_mode, compute_dtype=compute_dtype)
+
+
+def run_window_backend(window_attention_fwd, case, window, sinks, sink_mode, scale=None, out=None):
+    """Calls a backend's window_attention_fwd the way ops.py does; out and lse are NaN-poisoned first."""
+    q, k, v = case["q"], case["k"], case["v"]
+    scale = q.shape[-1] ** -0.5 if scale is None else scale
+    if out is None:
+        out = nan_like((q.shape[0], q.shape[1], v.shape[2]), q.dtype, q.device)
+    lse = nan_like((q.shape[1], q.shape[0]), torch.float32, q.device)
+    sinks = None if sinks is None else sinks.to(q.device)
+    window_attention_fwd(q, k, v, case["cu_seqlens_q"], case["cu_seqlens_k"], case["max_seqlen_q"],
+                         case["max_seqlen_k"], window[0], window[1], scale, sinks, sink_mode, out, lse)
+    return out, lse

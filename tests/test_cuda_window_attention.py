@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from helpers import check_close, make_window_case, nan_like, rel_l2, sinks_like
+from helpers import check_close, make_window_case, nan_like, rel_l2, run_window_backend, sinks_like, window_oracle
 from sinkops import reference
 from sinkops.cuda import available as cuda_available
 from sinkops.cuda.window_attention import window_attention_fwd
@@ -25,27 +25,9 @@ def _need_cuda_backend():
 
 
 def _run(case, window, sinks, sink_mode, scale=None, out=None):
-    """Calls the backend like ops.py does; out and lse are NaN-poisoned first."""
-    q, k, v = case["q"], case["k"], case["v"]
-    scale = q.shape[-1] ** -0.5 if scale is None else scale
-    if out is None:
-        out = nan_like((q.shape[0], q.shape[1], v.shape[2]), q.dtype, q.device)
-    lse = nan_like((q.shape[1], q.shape[0]), torch.float32, q.device)
-    sinks = None if sinks is None else sinks.to(q.device)
-    window_attention_fwd(q, k, v, case["cu_seqlens_q"], case["cu_seqlens_k"], case["max_seqlen_q"],
-                         case["max_seqlen_k"], window[0], window[1], scale, sinks, sink_mode, out, lse)
-    return out, lse
+    return run_window_backend(window_attention_fwd, case, window, sinks, sink_mode, scale, out)
 
-
-def _oracle(case, window, sinks, sink_mode, compute_dtype=None):
-    """float64 oracle (compute_dtype None) or torch's same math in a low precision (the baseline)."""
-    c = case
-    qkv = (c["q"], c["k"], c["v"]) if compute_dtype else (c["q"].double(), c["k"].double(), c["v"].double())
-    sinks = None if sinks is None else sinks.to(c["q"].device)
-    return reference.window_attention(*qkv, c["cu_seqlens_q"], c["cu_seqlens_k"], window_size=window,
-                                      softmax_scale=c["q"].shape[-1] ** -0.5, sinks=sinks,
-                                      sink_mode=sink_mode, compute_dtype=compute_dtype)
-
+_oracle = window_oracle
 
 def _check(case, window, sinks, sink_mode, name):
     out, lse = _run(case, window, sinks, sink_mode)

@@ -10,8 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from helpers import check_close, make_window_case, nan_like, sinks_like
-from sinkops import reference
+from helpers import check_close, make_window_case, nan_like, sinks_like, window_oracle
 
 import sinkops.sycl as sycl_backend
 
@@ -37,13 +36,7 @@ def _run(case, window, sinks, sink_mode, scale=None, q=None, k=None, v=None):
     return out, lse
 
 
-def _oracle(case, window, sinks, sink_mode, compute_dtype=None):
-    c = case
-    args = (c["q"], c["k"], c["v"]) if compute_dtype else (c["q"].double(), c["k"].double(), c["v"].double())
-    return reference.window_attention(*args, c["cu_seqlens_q"], c["cu_seqlens_k"], window_size=window,
-                                      softmax_scale=c["q"].shape[-1] ** -0.5, sinks=sinks,
-                                      sink_mode=sink_mode, compute_dtype=compute_dtype)
-
+_oracle = window_oracle
 
 def _check(case, window, sinks, sink_mode, name):
     out, lse = _run(case, window, sinks, sink_mode)

@@ -12,8 +12,7 @@ if not torch.cuda.is_available():
 
 import pytest  # noqa: E402
 
-from helpers import check_close, make_window_case, nan_like, sinks_like  # noqa: E402
-from sinkops import reference  # noqa: E402
+from helpers import check_close, make_window_case, nan_like, run_window_backend, sinks_like, window_oracle  # noqa: E402
 from sinkops.triton.window_attention import (window_attention_fwd,  # noqa: E402
                                              window_attention_tile)
 
@@ -22,28 +21,9 @@ INF = float("inf")
 
 
 def _run(case, window, sinks, sink_mode, scale=None, out=None):
-    """Calls the backend like ops.py does: (out, lse), both poisoned with NaN before the launch."""
-    q, k, v = case["q"], case["k"], case["v"]
-    scale = q.shape[-1] ** -0.5 if scale is None else scale
-    if out is None:
-        out = nan_like((q.shape[0], q.shape[1], v.shape[2]), q.dtype, q.device)
-    lse = nan_like((q.shape[1], q.shape[0]), torch.float32, q.device)
-    if sinks is not None:
-        sinks = sinks.to(q.device)
-    window_attention_fwd(q, k, v, case["cu_seqlens_q"], case["cu_seqlens_k"], case["max_seqlen_q"],
-                         case["max_seqlen_k"], window[0], window[1], scale, sinks, sink_mode, out, lse)
-    return out, lse
+    return run_window_backend(window_attention_fwd, case, window, sinks, sink_mode, scale, out)
 
-
-def _oracle(case, window, sinks, sink_mode, compute_dtype=None):
-    """float64 oracle (compute_dtype None) or the same math in a low precision (the baseline)."""
-    c = case
-    sinks = None if sinks is None else sinks.to(c["q"].device)
-    args = (c["q"], c["k"], c["v"]) if compute_dtype else (c["q"].double(), c["k"].double(), c["v"].double())
-    return reference.window_attention(*args, c["cu_seqlens_q"], c["cu_seqlens_k"], window_size=window,
-                                      softmax_scale=c["q"].shape[-1] ** -0.5, sinks=sinks,
-                                      sink_mode=sink_mode, compute_dtype=compute_dtype)
-
+_oracle = window_oracle
 
 def _check_against_oracle(case, window, sinks, sink_mode, name):
     out, lse = _run(case, window, sinks, sink_mode)

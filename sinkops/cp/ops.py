@@ -35,6 +35,8 @@ from __future__ import annotations
 
 import torch
 
+from sinkops import _validate
+
 from sinkops.cp.comm import all_gather_seq, exchange_halo, group_rank_and_size
 from sinkops.cp.layout import gather_order, window_halo_plan
 
@@ -57,17 +59,6 @@ def _check_t_local(t_local):
     if t_local % 2:
         raise ValueError(f"q_local: t_local = {t_local} must be even (two load-balanced chunks "
                          f"of t_local/2); pad the global sequence to padded_length(T, cp)")
-
-
-def _resolve_window(window_size, causal):
-    if not isinstance(window_size, (tuple, list)) or len(window_size) != 2 or not all(
-            isinstance(w, int) and not isinstance(w, bool) for w in window_size):
-        raise TypeError(f"window_size: expected a pair of ints (left, right), got {window_size!r}")
-    left, right = window_size
-    if left < -1 or right < -1:
-        raise ValueError(f"window_size: each side must be >= 0 or -1 (unbounded), "
-                         f"got {window_size!r}")
-    return left, (0 if causal else right)
 
 
 def _global_cu_seqlens(cu_seqlens, total, device):
@@ -152,7 +143,7 @@ def window_attention(q_local, k_local, v_local, cu_seqlens, window_size=(-1, -1)
         raise ValueError("k_local / v_local: must share dtype and device (sent as one message)")
     if v_local.shape[1] != k_local.shape[1]:
         raise ValueError(f"v_local: {v_local.shape[1]} heads, k_local has {k_local.shape[1]}")
-    left, right = _resolve_window(window_size, causal)
+    left, right = _validate.window_size(window_size, causal)
     scale = d ** -0.5 if softmax_scale is None else softmax_scale
     plan = window_halo_plan(cp, t_local, rank, left, right)
     hk, dk, dv = k_local.shape[1], k_local.shape[2], v_local.shape[2]
