@@ -8,7 +8,12 @@
 
 namespace py = pybind11;
 
-PYBIND11_MODULE(_C, m) {
+// tools/build_cuda_emu.py builds the same bindings over the CPU-emulated kernels under another name.
+#ifndef SINKOPS_MODULE_NAME
+#define SINKOPS_MODULE_NAME _C
+#endif
+
+PYBIND11_MODULE(SINKOPS_MODULE_NAME, m) {
   m.doc() = "sinkops CUDA core (torch-free)";
   sinkops::bind_params(m);
   py::register_exception<sinkops::Error>(m, "Error", PyExc_RuntimeError);

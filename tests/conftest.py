@@ -9,6 +9,8 @@ sys.path.insert(0, os.path.dirname(__file__))  # `import helpers` from any test 
 
 import torch  # noqa: E402
 
+import cuda_target as cuda_target_module  # noqa: E402
+
 # Without a GPU, Triton kernels run in the interpreter. Triton decides at import time, so set
 # it here, before any test module imports sinkops.triton.
 if not torch.cuda.is_available():
@@ -26,3 +28,11 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(params=cuda_target_module.TARGETS)
+def cuda_target(request):
+    """The GPU or the CPU emulator for the CUDA-kernel tests (tests/cuda_target.py)."""
+    cuda_target_module.K.target = cuda_target_module.Target(request.param)
+    yield cuda_target_module.K
+    cuda_target_module.K.target = None

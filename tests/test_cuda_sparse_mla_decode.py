@@ -14,24 +14,21 @@ import pytest
 import torch
 
 import helpers
+from cuda_target import GPU_ONLY, K
 from sinkops import reference
 
-pytestmark = pytest.mark.gpu
-DEV = "cuda"
+pytestmark = pytest.mark.usefixtures("cuda_target")  # every test: [gpu] and [emu] (tests/cuda_target.py)
 
 
 def _cuda_fwd():
-    import sinkops.cuda as cuda_backend
-
-    assert cuda_backend.available(), cuda_backend.why_unavailable()  # built but broken must fail, not skip
-    from sinkops.cuda.sparse_mla import sparse_mla_decode_fwd
-
-    return sparse_mla_decode_fwd
+    return K.sparse_mla_decode_fwd
 
 
 def _make_case(b, s_q, hq, layout, topk, num_tokens, extra=False, block_size=64, **kw):
+    if K.name == "emu":  # the emulator models a 16-SM device (cuda_emu_backend): 1/8 of the batch
+        b = b if b <= 8 else b // 8  # takes the same split / single-pass path as the batch on 132 SMs
     return helpers.make_sparse_decode_case(b, s_q, hq, layout, topk, num_tokens, block_size=block_size,
-                                           device=DEV, extra=extra, **kw)
+                                           device=K.device, extra=extra, **kw)
 
 
 def _scale(case):
@@ -42,8 +39,8 @@ def run_cuda(case, sink, q=None, indices=None):
     q = case["q"] if q is None else q
     indices = case["indices"] if indices is None else indices
     b, s_q, hq, _ = q.shape
-    out = helpers.nan_like((b, s_q, hq, 512), torch.bfloat16, DEV)
-    lse = helpers.nan_like((b, hq, s_q), torch.float32, DEV)
+    out = helpers.nan_like((b, s_q, hq, 512), torch.bfloat16, K.device)
+    lse = helpers.nan_like((b, hq, s_q), torch.float32, K.device)
     _cuda_fwd()(q, case["kv_cache"], indices, _scale(case), sink, case["topk_length"], case["layout"],
                 case["extra_kv_cache"], case["extra_indices"], case["extra_topk_length"], out, lse)
     return out, lse
@@ -59,7 +56,7 @@ def run_oracle(case, sink, compute_dtype):
 
 def check_against_oracle(case, sink, name):
     out, lse = run_cuda(case, sink)
-    torch.cuda.synchronize()
+    K.synchronize()
     out64, lse64 = run_oracle(case, sink, torch.float64)
     out_lp, lse_lp = run_oracle(case, sink, torch.bfloat16)
     helpers.check_close(out, out64, out_lp, f"{name} out")
@@ -68,7 +65,7 @@ def check_against_oracle(case, sink, name):
 
 
 def _sink(hq, kind):
-    return None if kind is None else helpers.sinks_like(hq, kind).to(DEV)
+    return None if kind is None else helpers.sinks_like(hq, kind).to(K.device)
 
 
 # (b, s_q, hq, topk, num_tokens, extra, sink kind): Hq 1..128, topk 1..2048, s_q 1 and 2, batch 1..64.
@@ -107,12 +104,13 @@ def test_block_strides(layout, block_size, spare_rows):
 def test_topk_length_and_extra_pool(layout, b):
     topk = 200
     case = _make_case(b, 2, 64, layout, topk, 2000, extra=True)
+    b = case["q"].shape[0]  # the emulator scales the batch
     g = torch.Generator().manual_seed(int.from_bytes(os.urandom(4), "little"))
     tl = torch.randint(0, topk + 1, (b,), generator=g, dtype=torch.int32)
     etl = torch.randint(0, case["extra_indices"].shape[-1] + 1, (b,), generator=g, dtype=torch.int32)
     tl[0], etl[0] = 0, 0            # row sees no key at all
     tl[1], etl[1] = 0, 5            # extra pool only
-    case["topk_length"], case["extra_topk_length"] = tl.to(DEV), etl.to(DEV)
+    case["topk_length"], case["extra_topk_length"] = tl.to(K.device), etl.to(K.device)
     out, lse = check_against_oracle(case, _sink(64, "dsv4"), f"{layout} b{b} topk_length")
     assert torch.equal(out[0], torch.zeros_like(out[0]))
     assert torch.isposinf(lse[0]).all()
@@ -124,7 +122,7 @@ def test_all_invalid_rows(layout, b):
     case = _make_case(b, 2, 16, layout, 64, 500)
     n_slots = case["kv_cache"].shape[0] * case["kv_cache"].shape[1]
     case["indices"][0, 0] = -1                       # all -1
-    case["indices"][0, 1] = n_slots + torch.arange(64, device=DEV, dtype=torch.int32)  # all out of range
+    case["indices"][0, 1] = n_slots + torch.arange(64, device=K.device, dtype=torch.int32)  # all out of range
     for kind in (None, "dsv4", "posinf", "neginf"):
         out, lse = check_against_oracle(case, _sink(16, kind), f"{layout} all-invalid sink={kind}")
         assert torch.equal(out[0], torch.zeros_like(out[0])), "empty rows must be exactly 0"
@@ -150,12 +148,12 @@ def test_sink_edges(layout, b):
 def test_non_contiguous_q_and_indices(layout):
     b, s_q, hq, topk = 3, 2, 16, 90
     case = _make_case(b, s_q, hq, layout, topk, 800, extra=True)
-    d = case["q"].shape[-1]
+    b, d = case["q"].shape[0], case["q"].shape[-1]  # the emulator scales the batch
     # q as [b, hq, s_q, d + 64] storage, transposed and narrowed: every stride differs from dense.
-    q_store = torch.randn(b, hq, s_q, d + 64, device=DEV).to(torch.bfloat16)
+    q_store = torch.randn(b, hq, s_q, d + 64, device=K.device).to(torch.bfloat16)
     q_store[..., :d] = case["q"].transpose(1, 2)
     q_nc = q_store[..., :d].transpose(1, 2)
-    idx_store = torch.full((b, s_q + 1, topk + 7), -1, dtype=torch.int32, device=DEV)
+    idx_store = torch.full((b, s_q + 1, topk + 7), -1, dtype=torch.int32, device=K.device)
     idx_store[:, :s_q, :topk] = case["indices"]
     idx_nc = idx_store[:, :s_q, :topk]
     assert not q_nc.is_contiguous() and not idx_nc.is_contiguous()
@@ -176,14 +174,15 @@ def test_deterministic(layout, b):
 
 
 @pytest.mark.parametrize("layout", ["v4", "v32"])
+@GPU_ONLY
 def test_cuda_graph_capture_and_replay(layout):
     b, s_q, hq, topk = 2, 2, 64, 640
     case = _make_case(b, s_q, hq, layout, topk, 4096, extra=True)
     sink = _sink(hq, "dsv4")
     fwd = _cuda_fwd()
     q, idx = case["q"].clone(), case["indices"].clone()
-    out = helpers.nan_like((b, s_q, hq, 512), torch.bfloat16, DEV)
-    lse = helpers.nan_like((b, hq, s_q), torch.float32, DEV)
+    out = helpers.nan_like((b, s_q, hq, 512), torch.bfloat16, K.device)
+    lse = helpers.nan_like((b, hq, s_q), torch.float32, K.device)
 
     def launch():
         fwd(q, case["kv_cache"], idx, _scale(case), sink, None, layout, case["extra_kv_cache"],
@@ -204,7 +203,7 @@ def test_cuda_graph_capture_and_replay(layout):
     out.fill_(float("nan"))
     lse.fill_(float("nan"))
     graph.replay()
-    torch.cuda.synchronize()
+    K.synchronize()
     eager_case = dict(case, q=q.clone(), indices=idx.clone())
     out_e, lse_e = run_cuda(eager_case, sink)
     assert torch.equal(out, out_e) and torch.equal(lse, lse_e)

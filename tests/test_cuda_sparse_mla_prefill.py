@@ -11,22 +11,20 @@ import pytest
 import torch
 
 from helpers import check_close, make_sparse_prefill_case, nan_like, rel_l2, sinks_like
+from cuda_target import GPU_ONLY, K
 from sinkops import reference
 
-pytestmark = pytest.mark.gpu
-DEV = "cuda"
+pytestmark = pytest.mark.usefixtures("cuda_target")  # every test: [gpu] and [emu] (tests/cuda_target.py)
 D_V = 512
 
 
 def cuda_prefill(q, kv, indices, sm_scale, attn_sink=None, topk_length=None):
     """Run the kernel into NaN-poisoned outputs -> (out, max_logits, lse)."""
-    from sinkops.cuda.sparse_mla import sparse_mla_prefill_fwd
-
     s_q, h_q, _ = q.shape
-    out = nan_like((s_q, h_q, D_V), torch.bfloat16, DEV)
-    max_logits = nan_like((s_q, h_q), torch.float32, DEV)
-    lse = nan_like((s_q, h_q), torch.float32, DEV)
-    sparse_mla_prefill_fwd(q, kv, indices, sm_scale, D_V, attn_sink, topk_length, out, max_logits, lse)
+    out = nan_like((s_q, h_q, D_V), torch.bfloat16, K.device)
+    max_logits = nan_like((s_q, h_q), torch.float32, K.device)
+    lse = nan_like((s_q, h_q), torch.float32, K.device)
+    K.sparse_mla_prefill_fwd(q, kv, indices, sm_scale, D_V, attn_sink, topk_length, out, max_logits, lse)
     return out, max_logits, lse
 
 
@@ -47,14 +45,14 @@ def random_topk_length(s_q, topk):
     tl[0] = topk
     if s_q > 1:
         tl[1] = 0
-    return tl.to(DEV)
+    return tl.to(K.device)
 
 
 def dsv4_sinks_with_infs(h_q):
     s = sinks_like(h_q, "dsv4")
     if h_q >= 8:  # padded heads (-inf) and a fully absorbed head (+inf) beside finite ones
         s[0], s[-1] = float("-inf"), float("inf")
-    return s.to(DEV)
+    return s.to(K.device)
 
 
 @pytest.mark.parametrize("topk", [1, 17, 64, 640, 2048])
@@ -62,7 +60,7 @@ def dsv4_sinks_with_infs(h_q):
 @pytest.mark.parametrize("d_qk", [512, 576])
 def test_grid_vs_oracle(d_qk, h_q, topk):
     s_q = 6 if h_q * topk <= 64 * 640 else 3
-    case = make_sparse_prefill_case(s_q, 3000, h_q, d_qk, topk, device=DEV)
+    case = make_sparse_prefill_case(s_q, 3000, h_q, d_qk, topk, device=K.device)
     sm_scale = d_qk ** -0.5
     sinks = dsv4_sinks_with_infs(h_q)
     tl = random_topk_length(s_q, topk)
@@ -72,18 +70,18 @@ def test_grid_vs_oracle(d_qk, h_q, topk):
 
 @pytest.mark.parametrize("h_q", [8, 96, 200])
 def test_no_sink_no_topk_length(h_q):
-    case = make_sparse_prefill_case(5, 2000, h_q, 512, 200, device=DEV)
+    case = make_sparse_prefill_case(5, 2000, h_q, 512, 200, device=K.device)
     got = cuda_prefill(case["q"], case["kv"], case["indices"], 0.05)
     check_against_oracle(got, case["q"], case["kv"], case["indices"], 0.05, None, None)
 
 
 def test_non_contiguous_inputs():
     s_q, h_q, d_qk, topk, s_kv = 5, 16, 576, 100, 1500
-    q = torch.randn(h_q, s_q, d_qk, device=DEV).to(torch.bfloat16).transpose(0, 1)  # head-major storage
-    kv = torch.randn(s_kv, 1, d_qk + 64, device=DEV).to(torch.bfloat16)[..., :d_qk]  # padded rows
-    idx = torch.randint(-5, s_kv + 5, (s_q, 1, 2 * topk), dtype=torch.int32, device=DEV)[..., :topk]
+    q = torch.randn(h_q, s_q, d_qk, device=K.device).to(torch.bfloat16).transpose(0, 1)  # head-major storage
+    kv = torch.randn(s_kv, 1, d_qk + 64, device=K.device).to(torch.bfloat16)[..., :d_qk]  # padded rows
+    idx = torch.randint(-5, s_kv + 5, (s_q, 1, 2 * topk), dtype=torch.int32, device=K.device)[..., :topk]
     assert not q.is_contiguous() and not kv.is_contiguous() and not idx.is_contiguous()
-    sinks = sinks_like(h_q, "dsv4").to(DEV)
+    sinks = sinks_like(h_q, "dsv4").to(K.device)
     got = cuda_prefill(q, kv, idx, d_qk ** -0.5, sinks)
     check_against_oracle(got, q, kv, idx, d_qk ** -0.5, sinks, None)
 
@@ -91,12 +89,12 @@ def test_non_contiguous_inputs():
 def test_empty_rows_are_exact():
     """All-invalid indices and topk_length 0: out exactly 0, lse +inf, max_logits -inf, any sink."""
     s_q, h_q, topk = 4, 64, 70
-    case = make_sparse_prefill_case(s_q, 500, h_q, 512, topk, device=DEV)
+    case = make_sparse_prefill_case(s_q, 500, h_q, 512, topk, device=K.device)
     idx = case["indices"].clone()
     idx[0] = -1
     idx[1] = 500  # == s_kv: out of range
-    tl = torch.tensor([topk, topk, 0, topk], dtype=torch.int32, device=DEV)
-    sinks = sinks_like(h_q, "mixed").to(DEV)
+    tl = torch.tensor([topk, topk, 0, topk], dtype=torch.int32, device=K.device)
+    sinks = sinks_like(h_q, "mixed").to(K.device)
     out, ml, lse = cuda_prefill(case["q"], case["kv"], idx, 0.04, sinks, tl)
     for r in range(3):
         assert torch.equal(out[r], torch.zeros_like(out[r])), f"row {r} not exactly zero"
@@ -107,11 +105,11 @@ def test_empty_rows_are_exact():
 
 def test_inf_sinks_exact():
     """-inf sink: bitwise no-op vs no sink. +inf sink: zero rows, lse/max_logits unchanged."""
-    case = make_sparse_prefill_case(4, 1000, 64, 512, 300, device=DEV)
+    case = make_sparse_prefill_case(4, 1000, 64, 512, 300, device=K.device)
     args = (case["q"], case["kv"], case["indices"], 0.044)
     base = cuda_prefill(*args)
-    neg = cuda_prefill(*args, attn_sink=sinks_like(64, "neginf").to(DEV))
-    pos = cuda_prefill(*args, attn_sink=sinks_like(64, "posinf").to(DEV))
+    neg = cuda_prefill(*args, attn_sink=sinks_like(64, "neginf").to(K.device))
+    pos = cuda_prefill(*args, attn_sink=sinks_like(64, "posinf").to(K.device))
     for a, b in zip(base, neg):
         assert torch.equal(a, b), "-inf sink is not a bitwise no-op"
     assert torch.equal(pos[0], torch.zeros_like(pos[0]))
@@ -119,8 +117,8 @@ def test_inf_sinks_exact():
 
 
 def test_deterministic():
-    case = make_sparse_prefill_case(8, 4000, 128, 576, 700, device=DEV)
-    sinks = sinks_like(128, "dsv4").to(DEV)
+    case = make_sparse_prefill_case(8, 4000, 128, 576, 700, device=K.device)
+    sinks = sinks_like(128, "dsv4").to(K.device)
     a = cuda_prefill(case["q"], case["kv"], case["indices"], 1 / 24, sinks)
     b = cuda_prefill(case["q"], case["kv"], case["indices"], 1 / 24, sinks)
     for x, y in zip(a, b):
@@ -128,7 +126,7 @@ def test_deterministic():
 
 
 def test_unsupported_shapes_raise():
-    case = make_sparse_prefill_case(2, 100, 8, 256, 16, device=DEV)
+    case = make_sparse_prefill_case(2, 100, 8, 256, 16, device=K.device)
     with pytest.raises(RuntimeError, match="d_qk"):
         cuda_prefill(case["q"], case["kv"], case["indices"], 0.1)
 
@@ -144,10 +142,10 @@ def test_sink_fix_table_dsv4():
     h_q, d_qk, topk, s_kv, rows = 64, 512, 2048, 32768, 4
     counts = list(UPSTREAM_IGNORED)
     s_q = rows * len(counts)
-    case = make_sparse_prefill_case(s_q, s_kv, h_q, d_qk, topk, device=DEV, invalid_frac=0.0, dup=False)
+    case = make_sparse_prefill_case(s_q, s_kv, h_q, d_qk, topk, device=K.device, invalid_frac=0.0, dup=False)
     q, kv, idx = case["q"], case["kv"], case["indices"]
-    tl = torch.tensor([c for c in counts for _ in range(rows)], dtype=torch.int32, device=DEV)
-    sinks = sinks_like(h_q, "dsv4").to(DEV)
+    tl = torch.tensor([c for c in counts for _ in range(rows)], dtype=torch.int32, device=K.device)
+    sinks = sinks_like(h_q, "dsv4").to(K.device)
     sm_scale = d_qk ** -0.5
     fused = cuda_prefill(q, kv, idx, sm_scale, sinks, tl)[0]
     ignored = cuda_prefill(q, kv, idx, sm_scale, None, tl)[0]
@@ -162,6 +160,7 @@ def test_sink_fix_table_dsv4():
     assert worst <= 3e-3
 
 
+@GPU_ONLY
 def test_kv_over_2_pow_31_elements():
     """Skv * 512 > 2^31: rows that index the far end must read the right bytes (64-bit offsets)."""
     s_kv, d_qk, h_q, s_q, topk = 4_200_000, 512, 16, 6, 256
@@ -169,13 +168,13 @@ def test_kv_over_2_pow_31_elements():
     free, _ = torch.cuda.mem_get_info()
     if free < 8 * 2 ** 30:
         pytest.skip("needs ~8 GiB of free GPU memory")
-    kv = torch.empty(s_kv, 1, d_qk, dtype=torch.bfloat16, device=DEV).normal_()
-    q = torch.randn(s_q, h_q, d_qk, device=DEV).to(torch.bfloat16)
-    far = torch.randint(s_kv - 4096, s_kv, (s_q, 1, topk), dtype=torch.int32, device=DEV)
-    anywhere = torch.randint(0, s_kv, (s_q, 1, topk), dtype=torch.int32, device=DEV)
-    idx = torch.where(torch.rand(s_q, 1, topk, device=DEV) < 0.7, far, anywhere)
+    kv = torch.empty(s_kv, 1, d_qk, dtype=torch.bfloat16, device=K.device).normal_()
+    q = torch.randn(s_q, h_q, d_qk, device=K.device).to(torch.bfloat16)
+    far = torch.randint(s_kv - 4096, s_kv, (s_q, 1, topk), dtype=torch.int32, device=K.device)
+    anywhere = torch.randint(0, s_kv, (s_q, 1, topk), dtype=torch.int32, device=K.device)
+    idx = torch.where(torch.rand(s_q, 1, topk, device=K.device) < 0.7, far, anywhere)
     idx[0, 0, :] = s_kv - 1  # the very last row
-    sinks = sinks_like(h_q, "dsv4").to(DEV)
+    sinks = sinks_like(h_q, "dsv4").to(K.device)
     got = cuda_prefill(q, kv, idx, d_qk ** -0.5, sinks)
     oracle = reference.sparse_mla_prefill(q.float(), kv, idx, d_qk ** -0.5, D_V, sinks, None)
     # Oracle in float32 on the GPU (kv stays bf16 and is gathered then upcast by the reference).

@@ -33,18 +33,7 @@ __device__ __forceinline__ int swizzled_offset(int row, int chunk, int row_elems
 // 16-byte global->shared copy; when `valid` is false nothing is read and the chunk is zero-filled
 // (masked KV rows must be finite zeros: P = 0 times stale NaN bits would still be NaN).
 __device__ __forceinline__ void cp_async_16_zfill(void* smem, const void* gmem, bool valid) {
-  const int src_bytes = valid ? 16 : 0;
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(smem)),
-               "l"(gmem), "r"(src_bytes));
-}
-
-// Barrier over a subset of warps (`threads` a multiple of 32); id 0 is __syncthreads.
-// The "memory" clobber makes it a compiler barrier too, like __syncthreads: the plain C++
-// stores/loads around it (sRed maxima and sums, the bf16 P tile written with ordinary stores and
-// read back by ldmatrix) must not be moved across it. Without the clobber the asm only promises
-// not to touch memory, and the compiler would be free to hoist the sRed loads above the barrier.
-__device__ __forceinline__ void named_barrier(int id, int threads) {
-  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+  cp_async_16(smem_addr(smem), gmem, valid);
 }
 
 // ---- softmax finish with the null sink ---------------------------------------------------------

@@ -111,7 +111,7 @@ void sparse_mla_decode_fwd(const SparseMlaDecodeParams& params, void* stream) {
   }
   if (plan.num_splits > 1) {
     const dim3 grid(params.h_q, params.b * params.s_q);
-    sparse_mla_decode_combine_kernel<<<grid, kDv / 4, 0, s>>>(params, plan.num_splits);
+    SINKOPS_LAUNCH(sparse_mla_decode_combine_kernel, grid, kDv / 4, 0, s)(params, plan.num_splits);
     const cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) throw Error(std::string("sparse_mla_decode combine launch: ") + cudaGetErrorString(err));
   }

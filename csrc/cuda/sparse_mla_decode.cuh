@@ -21,6 +21,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernel_launch.cuh"
 #include "mma_sm80.cuh"
 #include "sinkops/common.h"
 #include "sinkops/sparse_mla_params.h"
@@ -108,12 +109,6 @@ inline int64_t workspace_bytes_for(const SparseMlaDecodeParams& p, int splits) {
 
 // ---- device helpers (the shared PTX wrappers are in mma_sm80.cuh) ----
 
-__device__ __forceinline__ void cp_async_16(void* dst, const void* src) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_addr(dst)), "l"(src));
-}
-__device__ __forceinline__ void cp_async_8(void* dst, const void* src) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(smem_addr(dst)), "l"(src));
-}
 // e8m0: 2^(byte - 127). Byte 0 is 2^-127, a float32 denormal, so it cannot come from shifting
 // the byte into the exponent field.
 __device__ __forceinline__ float e8m0_to_float(uint8_t byte) {
@@ -203,7 +198,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                              int num_splits) {
   using T = LayoutTraits<L>;
   constexpr int D = T::kDqk;
-  extern __shared__ __align__(16) uint8_t smem_bytes[];
+  SINKOPS_DYNAMIC_SMEM(smem_bytes, 16);
   auto& s = *reinterpret_cast<SharedStorage<D>*>(smem_bytes);
 
   const int head0 = blockIdx.x * kHeadsPerCta;
@@ -379,7 +374,7 @@ void launch_sparse_mla_decode_kernel(const SparseMlaDecodeParams& p, const Split
     throw Error(std::string("sparse_mla_decode: cannot reserve shared memory: ") + cudaGetErrorString(cudaGetLastError()));
   }
   const dim3 grid((p.h_q + kHeadsPerCta - 1) / kHeadsPerCta, plan.num_splits, p.b * p.s_q);
-  kernel<<<grid, kThreads, kSmem, stream>>>(p, plan.tiles_per_split, plan.num_splits);
+  SINKOPS_LAUNCH(kernel, grid, kThreads, kSmem, stream)(p, plan.tiles_per_split, plan.num_splits);
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) throw Error(std::string("sparse_mla_decode kernel launch: ") + cudaGetErrorString(err));
 }

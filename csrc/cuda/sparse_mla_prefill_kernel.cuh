@@ -17,6 +17,7 @@
 #include <cuda_runtime.h>
 
 #include "sinkops/sparse_mla_params.h"
+#include "kernel_launch.cuh"
 #include "sparse_mla_common.cuh"
 
 namespace sinkops::cuda::mla {
@@ -60,7 +61,7 @@ __global__ void __launch_bounds__(kPrefillThreads, 1)
   const int m_tile = warp / kWarpsPerM, part = warp % kWarpsPerM;
   const int g = lane >> 2, t = lane & 3;
 
-  extern __shared__ __align__(128) unsigned char smem[];
+  SINKOPS_DYNAMIC_SMEM(smem, 128);
   const PrefillSmemLayout lay(kMTiles, kStages, d_qk);
   __nv_bfloat16* sQ = reinterpret_cast<__nv_bfloat16*>(smem);
   __nv_bfloat16* sKV = reinterpret_cast<__nv_bfloat16*>(smem + lay.q_bytes);

@@ -23,7 +23,7 @@ void launch_prefill_config(const SparseMlaPrefillParams& p, cudaStream_t stream,
       cudaSuccess)
     check_launch("sparse_mla_prefill: cudaFuncSetAttribute");
   const dim3 grid(static_cast<unsigned>(p.s_q), static_cast<unsigned>((p.h_q + 16 * kMTiles - 1) / (16 * kMTiles)));
-  kernel<<<grid, kPrefillThreads, smem_bytes, stream>>>(p);
+  SINKOPS_LAUNCH(kernel, grid, kPrefillThreads, smem_bytes, stream)(p);
   check_launch("sparse_mla_prefill_kernel launch");
 }
 

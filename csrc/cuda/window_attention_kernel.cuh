@@ -18,10 +18,13 @@
 
 #include <cstdint>
 
+#include "kernel_launch.cuh"
 #include "mma_sm80.cuh"
 #include "sinkops/window_attention_params.h"
 
 namespace sinkops::cuda::window_attention {
+
+using namespace sinkops::cuda::ptx;
 
 // Tile shapes, in one place. kHeadDim is the padded head dim (multiple of 16) the MMA k-loop
 // covers; the real d / d_v may be smaller (zero-filled channels).
@@ -70,49 +73,19 @@ struct Mma;
 template <>
 struct Mma<__nv_bfloat16> {
   static __device__ __forceinline__ void run(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    ptx::mma_bf16_16816(d, a, b0, b1);
+    mma_bf16_16816(d, a, b0, b1);
   }
-  static __device__ __forceinline__ uint32_t pack(float lo, float hi) { return ptx::pack_bf16x2(lo, hi); }
+  static __device__ __forceinline__ uint32_t pack(float lo, float hi) { return pack_bf16x2(lo, hi); }
   static __device__ __forceinline__ __nv_bfloat16 from_float(float x) { return __float2bfloat16_rn(x); }
 };
 template <>
 struct Mma<__half> {
   static __device__ __forceinline__ void run(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    ptx::mma_f16_16816(d, a, b0, b1);
+    mma_f16_16816(d, a, b0, b1);
   }
-  static __device__ __forceinline__ uint32_t pack(float lo, float hi) { return ptx::pack_f16x2(lo, hi); }
+  static __device__ __forceinline__ uint32_t pack(float lo, float hi) { return pack_f16x2(lo, hi); }
   static __device__ __forceinline__ __half from_float(float x) { return __float2half_rn(x); }
 };
-
-__device__ __forceinline__ uint32_t smem_addr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-// 16-byte async copy; pred == false zero-fills the destination without touching global memory
-// (rows past the window / segment must be zeros, not stale smem: 0 * NaN would poison P.V).
-__device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, bool pred) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(pred ? 16 : 0));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
-
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-
-// MUFU.EX2 directly (exp2f adds range fix-ups we don't need): ex2(-inf) = +0, ex2(+inf) = +inf.
-__device__ __forceinline__ float exp2_approx(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
-}
 
 __device__ __forceinline__ float quad_max(float x) {
   x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
@@ -167,7 +140,7 @@ __global__ void __launch_bounds__(Traits<kHeadDim>::kThreads, Traits<kHeadDim>::
   constexpr float kLn2 = 0.69314718055994530942f;
   constexpr float kLog2e = 1.44269504088896340736f;
 
-  extern __shared__ __align__(16) unsigned char smem_raw[];
+  SINKOPS_DYNAMIC_SMEM(smem_raw, 16);
   T* sQ = reinterpret_cast<T*>(smem_raw);
   T* sK0 = sQ + Tr::kSmemQElems;  // K buffers 0..kStages-1, then V buffers
   T* sV0 = sK0 + Tr::kStages * Tr::kSmemKvElems;

@@ -21,7 +21,7 @@ void launch(const WindowAttentionParams& p, const LaunchShape& shape, dim3 grid,
     cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes);
     if (e != cudaSuccess) throw Error(std::string("window_attention: cudaFuncSetAttribute: ") + cudaGetErrorString(e));
   }
-  kernel<<<grid, Tr::kThreads, Tr::kSmemBytes, stream>>>(p, shape);
+  SINKOPS_LAUNCH(kernel, grid, Tr::kThreads, Tr::kSmemBytes, stream)(p, shape);
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) throw Error(std::string("window_attention: launch failed: ") + cudaGetErrorString(e));
 }

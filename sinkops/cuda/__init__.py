@@ -5,6 +5,8 @@ when nvcc is found. ``available()`` says whether this backend can run here.
 """
 from __future__ import annotations
 
+import contextlib
+
 import torch
 
 try:  # the compiled module is optional: the package works without it (Triton / reference)
@@ -31,3 +33,11 @@ def why_unavailable() -> str:
 
 def stream_handle(device: torch.device) -> int:
     return torch.cuda.current_stream(device).cuda_stream
+
+
+def device_guard(device: torch.device):
+    """sinkops._C launches on the calling thread's current CUDA device (its runtime is linked
+    statically): make that q's device for the call, as flash-attention's CUDAGuard does."""
+    if device.index is None or device.index == torch.cuda.current_device():
+        return contextlib.nullcontext()
+    return torch.cuda.device(device)

@@ -4,14 +4,15 @@ from __future__ import annotations
 import torch
 
 from sinkops import _native
-from sinkops.cuda import _C, stream_handle
+from sinkops.cuda import _C, device_guard, stream_handle
 
 
 def sparse_mla_prefill_fwd(q, kv, indices, sm_scale, d_v, attn_sink, topk_length,
                            out, max_logits, lse) -> None:
     p = _native.sparse_mla_prefill_params(_C, q, kv, indices, sm_scale, d_v, attn_sink,
                                           topk_length, out, max_logits, lse)
-    _C.sparse_mla_prefill_fwd(p, stream_handle(q.device))
+    with device_guard(q.device):
+        _C.sparse_mla_prefill_fwd(p, stream_handle(q.device))
 
 
 def sparse_mla_decode_fwd(q, kv_cache, indices, sm_scale, attn_sink, topk_length, layout,
@@ -24,4 +25,5 @@ def sparse_mla_decode_fwd(q, kv_cache, indices, sm_scale, attn_sink, topk_length
     # Workspace size depends on shapes only, so this stays capturable in a CUDA graph.
     workspace = torch.empty(max(int(nbytes), 1), dtype=torch.uint8, device=q.device)
     p.workspace, p.workspace_bytes = workspace.data_ptr(), int(nbytes)
-    _C.sparse_mla_decode_fwd(p, stream_handle(q.device))
+    with device_guard(q.device):
+        _C.sparse_mla_decode_fwd(p, stream_handle(q.device))

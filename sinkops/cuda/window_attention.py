@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from sinkops import _native
-from sinkops.cuda import _C, stream_handle
+from sinkops.cuda import _C, device_guard, stream_handle
 
 
 def window_attention_fwd(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
@@ -10,4 +10,5 @@ def window_attention_fwd(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_
     p = _native.window_attention_params(_C, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
                                         max_seqlen_k, window_left, window_right, scale, sinks,
                                         sink_mode, out, lse)
-    _C.window_attention_fwd(p, stream_handle(q.device))
+    with device_guard(q.device):
+        _C.window_attention_fwd(p, stream_handle(q.device))
