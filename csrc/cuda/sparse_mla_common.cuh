@@ -1,6 +1,6 @@
-// Device helpers of the sparse MLA prefill over bf16 KV (PTX wrappers: mma_sm80.cuh):
-// bf16 tensor-core MMA (mma.sync m16n8k16, sm_80+), ldmatrix, cp.async gathers, the
-// shared-memory swizzle they assume, and the null-sink fold of the online softmax.
+// Device helpers of the sparse MLA prefill over bf16 KV: the shared-memory swizzle its
+// ldmatrix reads assume, the zero-filling cp.async gather of one KV chunk, and the null-sink
+// fold of the online softmax. (All inline PTX, mma/ldmatrix/cp.async included, is in mma_sm80.cuh.)
 // Header-only, torch-free.
 #pragma once
 #include <cuda_bf16.h>
