@@ -13,6 +13,7 @@ from pathlib import Path
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
+from setuptools.command.build_py import build_py
 
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT / "tools"))
@@ -28,10 +29,27 @@ _BUILDING = any(cmd in sys.argv for cmd in ("bdist_wheel", "build_ext", "build",
                                              "develop", "editable_wheel"))
 
 
-def _note(msg: str) -> None:
+# core -> what the build did with it; written into the package as sinkops/_build_info.py, so that
+# `python -m sinkops` (and the demo) can say which cores this install has and why one is missing:
+# pip hides a build's output unless run with -v.
+BUILD_INFO: dict[str, str] = {}
+
+
+def _note(core: str, msg: str) -> None:
+    BUILD_INFO[core] = msg
     # pip runs setup.py several times (metadata, then the wheel): say it once, when building.
     if _BUILDING:
-        print(f"[sinkops] {msg}", file=sys.stderr, flush=True)
+        print(f"[sinkops] {core}: {msg}", file=sys.stderr, flush=True)
+
+
+class BuildPy(build_py):
+    """Also writes sinkops/_build_info.py into the build (never into the source tree)."""
+
+    def run(self):
+        super().run()
+        target = Path(self.build_lib) / "sinkops" / "_build_info.py"
+        target.write_text('"""Written by setup.py at build time: which compiled cores this install has."""\n'
+                          f"CORES = {BUILD_INFO!r}\n")
 
 
 class BuildExt(build_ext):
@@ -52,8 +70,8 @@ def extensions() -> list[Extension]:
     exts = []
     nvcc = build_cuda.find_nvcc()
     if nvcc:
-        _note(f"building the CUDA core with {nvcc} for archs "
-              f"{os.environ.get('SINKOPS_CUDA_ARCHS', '80;90a')}")
+        _note("cuda", f"built sinkops._C with {nvcc} for archs {os.environ.get('SINKOPS_CUDA_ARCHS', '80;90a')}"
+              + (f" (only {os.environ['SINKOPS_CUDA_ONLY']})" if os.environ.get("SINKOPS_CUDA_ONLY") else ""))
         exts.append(Extension(
             "sinkops._C",
             sources=["csrc/bindings.cpp", "csrc/cuda_stubs.cpp"],
@@ -63,19 +81,19 @@ def extensions() -> list[Extension]:
             language="c++",
         ))
     else:
-        _note("nvcc not found (or SINKOPS_CUDA=0): installing without the CUDA backend; "
-              "the Triton, SYCL and reference backends still work")
+        why = "SINKOPS_CUDA=0" if os.environ.get("SINKOPS_CUDA") == "0" else "nvcc not found (PATH, CUDA_HOME)"
+        _note("cuda", f"skipped: {why}; the Triton, SYCL and torch backends still work")
 
     spec = build_sycl.sycl_extension_spec() if build_sycl else None
     if spec:
-        _note("building the SYCL core (sinkops._sycl)")
+        _note("sycl", f"built sinkops._sycl against the SYCL runtime in {build_sycl.sycl_root()}")
         spec.pop("generate")()  # embeds the kernel sources into a generated header
         spec.pop("generated_files", None)
         exts.append(Extension(**spec, language="c++"))
     else:
         reason = build_sycl.sycl_unavailable_reason() if build_sycl else "tools/build_sycl.py missing"
-        _note(f"SYCL runtime not found ({reason}): installing without the SYCL backend")
+        _note("sycl", f"skipped: {reason}")
     return exts
 
 
-setup(ext_modules=extensions(), cmdclass={"build_ext": BuildExt})
+setup(ext_modules=extensions(), cmdclass={"build_ext": BuildExt, "build_py": BuildPy})

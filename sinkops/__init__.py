@@ -1,8 +1,12 @@
 """sinkops: exact, fused attention with sinks on every backend.
 
-Ops (also as torch.ops.sinkops.*): window_attention, sparse_mla_prefill, sparse_mla_decode.
-Helpers: pack_kv_cache / unpack_kv_cache (byte-exact FP8 caches), merge_attention_states,
-and sinkops.cp for context parallelism. See README.md and DESIGN.md.
+Ops (also torch.ops.sinkops.<op> and <op>_out): window_attention, sparse_mla_prefill,
+sparse_mla_decode. Helpers: pack_kv_cache / unpack_kv_cache (byte-exact FP8 caches),
+merge_attention_states, set_input_checks (the checked mode), build_info(), and sinkops.cp for
+context parallelism. See README.md and docs/.
+
+`import sinkops` (or any of its submodules, sinkops.reference included) registers the
+torch.library ops; that takes no compiled module and no device.
 """
 import importlib
 import pkgutil
@@ -12,26 +16,23 @@ import pkgutil
 # `sinkops._C` / `sinkops._sycl` resolve to the installed build while the Python stays in-tree.
 __path__ = pkgutil.extend_path(__path__, __name__)
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
-# Attributes resolve lazily so that `import sinkops.reference` (tests, benchmarks) does not
-# pull in torch.library registration, and importing sinkops never needs a compiled module.
-_EXPORTS = {
-    "window_attention": "sinkops.ops",
-    "sparse_mla_prefill": "sinkops.ops",
-    "sparse_mla_decode": "sinkops.ops",
+from sinkops.ops import (  # noqa: E402  registers torch.ops.sinkops.*
+    set_input_checks, sparse_mla_decode, sparse_mla_prefill, window_attention)
+
+_LAZY = {
     "pack_kv_cache": "sinkops.kv_cache",
     "unpack_kv_cache": "sinkops.kv_cache",
     "merge_attention_states": "sinkops.merge",
+    "build_info": "sinkops.build_info",
 }
-__all__ = list(_EXPORTS)
-
-from sinkops import ops as _ops  # noqa: E402,F401  registers torch.ops.sinkops.*
+__all__ = ["window_attention", "sparse_mla_prefill", "sparse_mla_decode", "set_input_checks", *_LAZY]
 
 
 def __getattr__(name):
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(_EXPORTS[name]), name)
-    if name in ("cp", "reference", "ops", "kv_cache", "merge"):
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    if name in ("cp", "reference", "kv_cache", "kv_layout", "merge", "backends"):
         return importlib.import_module(f"sinkops.{name}")
     raise AttributeError(f"module 'sinkops' has no attribute {name!r}")

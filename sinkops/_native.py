@@ -1,83 +1,185 @@
-"""Fill the compiled core's params structs from torch tensors.
+"""Fill the compiled cores' params structs (csrc/include/sinkops/*_params.h) from op args.
 
-Shared by the CUDA backend (``sinkops._C``) and the SYCL backend (``sinkops._sycl``): both
-bind the same structs (csrc/include/sinkops/bind_params.h). Inputs here are already
-validated and normalized by ``sinkops.ops`` (last dims contiguous, int32 index tensors,
-float32 sinks); this module only copies pointers, shapes and strides.
+Each struct has STATIC fields (the same for every call with one signature: filled once into a
+template the backend keeps) and CALL fields (per launch: one tuple in the struct's CALL_FIELDS
+order). The field names come from the C++ headers through the bindings: `template()` refuses a
+dict whose keys are not exactly the struct's STATIC_FIELDS, and `check_call_fields()` compares
+each *_CALL tuple below with CALL_FIELDS, so a field added to a header fails loudly here until it
+is filled. Shared by the CUDA backend (sinkops._C), its CPU emulator and the SYCL backend.
 """
 from __future__ import annotations
 
 import torch
 
-_DTYPE_NAMES = {torch.float16: "float16", torch.bfloat16: "bfloat16", torch.float32: "float32"}
+from sinkops.ops._common import SinkMode
+
+DTYPE_IDS = {torch.float16: 0, torch.bfloat16: 1, torch.float32: 2}  # sinkops::DType
 
 
-def _ptr(t: torch.Tensor | None) -> int:
+def check_module(mod) -> None:
+    """The compiled module's enums must be the values this package uses."""
+    want = {"DType": {"float16": 0, "bfloat16": 1, "float32": 2},
+            "SinkMode": {m.name.lower(): int(m) for m in SinkMode},
+            "KvCacheLayout": {"v4": 0, "v32": 1}}
+    got = {k: dict(v) for k, v in dict(mod.ENUMS).items()}
+    if got != want:
+        raise RuntimeError(f"{mod.__name__}: enum values {got} differ from sinkops' {want}; rebuild it")
+
+
+def template(cls, static: dict):
+    """A params struct with every STATIC field set from `static` (names as in STATIC_FIELDS,
+    "pool.block_size" for nested ones); the CALL fields keep their defaults."""
+    want = set(cls.STATIC_FIELDS)
+    if set(static) != want:
+        raise RuntimeError(f"{cls.__name__}: static fields filled {sorted(set(static) - want)} extra, "
+                           f"{sorted(want - set(static))} missing (csrc/include/sinkops/ changed?)")
+    p = cls()
+    for name, value in static.items():
+        obj, _, leaf = name.rpartition(".")
+        setattr(getattr(p, obj) if obj else p, leaf, value)
+    return p
+
+
+def check_call_fields(cls, names: tuple) -> None:
+    if tuple(cls.CALL_FIELDS) != names:
+        raise RuntimeError(f"{cls.__name__}: per-call fields are {tuple(cls.CALL_FIELDS)} in the header, "
+                           f"sinkops/_native.py fills {names}")
+
+
+def _ptr(t) -> int:
     return 0 if t is None else t.data_ptr()
 
 
-def window_attention_params(mod, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                            window_left, window_right, scale, sinks, sink_mode, out, lse):
-    p = mod.WindowAttentionParams()
-    p.dtype = getattr(mod.DType, _DTYPE_NAMES[q.dtype])
-    p.q, p.k, p.v, p.out, p.lse = _ptr(q), _ptr(k), _ptr(v), _ptr(out), _ptr(lse)
-    p.cu_seqlens_q, p.cu_seqlens_k, p.sinks = _ptr(cu_seqlens_q), _ptr(cu_seqlens_k), _ptr(sinks)
-    p.q_row_stride, p.q_head_stride = q.stride(0), q.stride(1)
-    p.k_row_stride, p.k_head_stride = k.stride(0), k.stride(1)
-    p.v_row_stride, p.v_head_stride = v.stride(0), v.stride(1)
-    p.out_row_stride, p.out_head_stride = out.stride(0), out.stride(1)
-    p.lse_head_stride = lse.stride(0)
-    p.total_q, p.total_k = q.shape[0], k.shape[0]
-    p.batch = cu_seqlens_q.shape[0] - 1
-    p.h_q, p.h_k, p.d, p.d_v = q.shape[1], k.shape[1], q.shape[2], v.shape[2]
-    p.max_seqlen_q, p.max_seqlen_k = int(max_seqlen_q), int(max_seqlen_k)
-    p.window_left, p.window_right = int(window_left), int(window_right)
-    p.scale = float(scale)
-    p.sink_mode = getattr(mod.SinkMode, sink_mode)
-    return p
+# ---------------------------------------------------------------------------------- window
+
+def window_attention_static(a) -> dict:
+    q, k, v, out = a.q, a.k, a.v, a.out
+    return {
+        "dtype": DTYPE_IDS[q.dtype],
+        "q_row_stride": q.stride(0), "q_head_stride": q.stride(1),
+        "k_row_stride": k.stride(0), "k_head_stride": k.stride(1),
+        "v_row_stride": v.stride(0), "v_head_stride": v.stride(1),
+        "out_row_stride": out.stride(0), "out_head_stride": out.stride(1),
+        "h_q": q.shape[1], "h_k": k.shape[1], "d": q.shape[2], "d_v": v.shape[2],
+        "window_left": a.window_left, "window_right": a.window_right,
+        "scale": a.scale, "sink_mode": int(a.sink_mode),
+    }
 
 
-def sparse_mla_prefill_params(mod, q, kv, indices, sm_scale, d_v, attn_sink, topk_length,
-                              out, max_logits, lse):
-    p = mod.SparseMlaPrefillParams()
-    p.q, p.kv, p.indices = _ptr(q), _ptr(kv), _ptr(indices)
-    p.topk_length, p.attn_sink = _ptr(topk_length), _ptr(attn_sink)
-    p.out, p.max_logits, p.lse = _ptr(out), _ptr(max_logits), _ptr(lse)
-    p.q_row_stride, p.q_head_stride = q.stride(0), q.stride(1)
-    p.kv_row_stride = kv.stride(0)
-    p.indices_row_stride = indices.stride(0)
-    p.out_row_stride, p.out_head_stride = out.stride(0), out.stride(1)
-    p.s_q, p.s_kv = q.shape[0], kv.shape[0]
-    p.h_q, p.d_qk, p.d_v, p.topk = q.shape[1], q.shape[2], int(d_v), indices.shape[-1]
-    p.sm_scale = float(sm_scale)
-    return p
+WINDOW_ATTENTION_CALL = ("q", "k", "v", "out", "lse", "cu_seqlens_q", "cu_seqlens_k", "sinks", "lse_head_stride",
+                         "total_q", "total_k", "batch", "max_seqlen_q", "max_seqlen_k")
 
 
-def _kv_pool(mod, cache, indices, topk_length):
-    pool = mod.KvPool()
-    if cache is None:
-        return pool
-    pool.cache = _ptr(cache)
-    pool.block_stride = cache.stride(0) * cache.element_size()
-    pool.num_blocks, pool.block_size = cache.shape[0], cache.shape[1]
-    pool.indices = _ptr(indices)
-    pool.indices_batch_stride, pool.indices_row_stride = indices.stride(0), indices.stride(1)
-    pool.topk_length = _ptr(topk_length)
-    pool.topk = indices.shape[-1]
-    return pool
+def window_attention_call(a) -> tuple:
+    lse = a.lse
+    return (a.q.data_ptr(), a.k.data_ptr(), a.v.data_ptr(), a.out.data_ptr(), _ptr(lse),
+            a.cu_seqlens_q.data_ptr(), a.cu_seqlens_k.data_ptr(), _ptr(a.sinks),
+            0 if lse is None else lse.stride(0), a.total_q, a.total_k, a.batch, a.max_seqlen_q, a.max_seqlen_k)
 
 
-def sparse_mla_decode_params(mod, q, kv_cache, indices, sm_scale, attn_sink, topk_length, layout,
-                             extra_kv_cache, extra_indices, extra_topk_length, out, lse):
-    p = mod.SparseMlaDecodeParams()
-    p.layout = getattr(mod.KvCacheLayout, layout)
-    p.q = _ptr(q)
-    p.q_batch_stride, p.q_row_stride, p.q_head_stride = q.stride(0), q.stride(1), q.stride(2)
-    p.pool = _kv_pool(mod, kv_cache, indices, topk_length)
-    p.extra = _kv_pool(mod, extra_kv_cache, extra_indices, extra_topk_length)
-    p.attn_sink = _ptr(attn_sink)
-    p.out, p.lse = _ptr(out), _ptr(lse)
-    p.b, p.s_q, p.h_q, p.d_qk = q.shape[0], q.shape[1], q.shape[2], q.shape[3]
-    p.d_v = out.shape[-1]
-    p.sm_scale = float(sm_scale)
-    return p
+# ---------------------------------------------------------------------------------- prefill
+
+def sparse_mla_prefill_static(a) -> dict:
+    q, kv, out = a.q, a.kv, a.out
+    return {
+        "q_row_stride": q.stride(0), "q_head_stride": q.stride(1), "kv_row_stride": kv.stride(0),
+        "indices_row_stride": a.indices.stride(0),
+        "out_row_stride": out.stride(0), "out_head_stride": out.stride(1),
+        "h_q": q.shape[1], "d_qk": q.shape[2], "d_v": out.shape[2], "topk": a.indices.shape[2],
+        "sm_scale": a.scale,
+    }
+
+
+SPARSE_MLA_PREFILL_CALL = ("q", "kv", "indices", "topk_length", "attn_sink", "out", "max_logits", "lse", "s_q", "s_kv")
+
+
+def sparse_mla_prefill_call(a) -> tuple:
+    return (a.q.data_ptr(), a.kv.data_ptr(), a.indices.data_ptr(), _ptr(a.topk_length), _ptr(a.attn_sink),
+            a.out.data_ptr(), a.max_logits.data_ptr(), a.lse.data_ptr(), a.s_q, a.kv.shape[0])
+
+
+# ---------------------------------------------------------------------------------- decode
+
+def _pool_static(prefix, cache, indices) -> dict:
+    if cache is None:  # no extra pool: topk 0 keeps the kernels out of it
+        return {f"{prefix}.block_stride": 0, f"{prefix}.block_size": 0, f"{prefix}.indices_batch_stride": 0,
+                f"{prefix}.indices_row_stride": 0, f"{prefix}.topk": 0}
+    return {f"{prefix}.block_stride": cache.stride(0) * cache.element_size(), f"{prefix}.block_size": cache.shape[1],
+            f"{prefix}.indices_batch_stride": indices.stride(0), f"{prefix}.indices_row_stride": indices.stride(1),
+            f"{prefix}.topk": indices.shape[2]}
+
+
+def sparse_mla_decode_static(a) -> dict:
+    q = a.q
+    return {
+        "layout": a.layout.id,
+        "q_batch_stride": q.stride(0), "q_row_stride": q.stride(1), "q_head_stride": q.stride(2),
+        **_pool_static("pool", a.kv_cache, a.indices),
+        **_pool_static("extra", a.extra_kv_cache, a.extra_indices),
+        "s_q": q.shape[1], "h_q": q.shape[2], "d_qk": q.shape[3], "d_v": a.out.shape[3], "sm_scale": a.scale,
+    }
+
+
+SPARSE_MLA_DECODE_CALL = ("q", "pool.cache", "pool.num_blocks", "pool.indices", "pool.topk_length",
+                          "extra.cache", "extra.num_blocks", "extra.indices", "extra.topk_length",
+                          "attn_sink", "out", "lse", "b", "num_splits", "tiles_per_split", "workspace",
+                          "workspace_bytes")
+
+
+def sparse_mla_decode_call(a, num_splits, tiles_per_split, workspace, workspace_bytes) -> tuple:
+    x = a.extra_kv_cache
+    return (a.q.data_ptr(), a.kv_cache.data_ptr(), a.kv_cache.shape[0], a.indices.data_ptr(), _ptr(a.topk_length),
+            _ptr(x), 0 if x is None else x.shape[0], _ptr(a.extra_indices), _ptr(a.extra_topk_length),
+            _ptr(a.attn_sink), a.out.data_ptr(), a.lse.data_ptr(), a.batch, num_splits, tiles_per_split,
+            _ptr(workspace), workspace_bytes)
+
+
+# ---------------------------------------------------------------------------------- launchers
+
+_STATIC = {"window_attention": ("WindowAttentionParams", window_attention_static),
+           "sparse_mla_prefill": ("SparseMlaPrefillParams", sparse_mla_prefill_static),
+           "sparse_mla_decode": ("SparseMlaDecodeParams", sparse_mla_decode_static)}
+
+
+def check_all_call_fields(mod) -> None:
+    check_module(mod)
+    check_call_fields(mod.WindowAttentionParams, WINDOW_ATTENTION_CALL)
+    check_call_fields(mod.SparseMlaPrefillParams, SPARSE_MLA_PREFILL_CALL)
+    check_call_fields(mod.SparseMlaDecodeParams, SPARSE_MLA_DECODE_CALL)
+
+
+def template_for(mod, a):
+    """The params struct of `a`'s op with its STATIC fields filled from `a`."""
+    struct, static = _STATIC[a.op]
+    return template(getattr(mod, struct), static(a))
+
+
+def launcher(mod, a, where, decode_plan=None):
+    """A launcher for every call with `a`'s signature on compiled core `mod`:
+    mod.<op>_fwd(template, call_fields(args), *where()). where() gives the backend's trailing
+    arguments (CUDA: stream, device; SYCL: queue). decode_plan(template, batch) -> (num_splits,
+    tiles_per_split, workspace bytes) gives the decode's split plan; without it the decode runs as
+    one split (the SYCL kernels need none)."""
+    tmpl = template_for(mod, a)
+    fwd = getattr(mod, a.op + "_fwd")
+    if a.op == "window_attention":
+        def launch(a):
+            fwd(tmpl, window_attention_call(a), *where())
+    elif a.op == "sparse_mla_prefill":
+        def launch(a):
+            fwd(tmpl, sparse_mla_prefill_call(a), *where())
+    elif decode_plan is None:
+        def launch(a):
+            fwd(tmpl, sparse_mla_decode_call(a, 1, 0, None, 0), *where())
+    else:
+        plans = {}  # batch size -> plan: decided by the compiled core, once per batch size
+
+        def launch(a):
+            plan = plans.get(a.batch)
+            if plan is None:
+                plan = plans[a.batch] = decode_plan(tmpl, a.batch)
+            splits, tiles, nbytes = plan
+            # Split-k scratch: its size depends on shapes only, so this stays capturable in a graph.
+            ws = torch.empty(nbytes, dtype=torch.uint8, device=a.q.device) if nbytes else None
+            fwd(tmpl, sparse_mla_decode_call(a, splits, tiles, ws, nbytes), *where())
+    return launch

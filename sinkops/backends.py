@@ -1,99 +1,114 @@
-"""Backend choice (DESIGN.md §3): on a CUDA device the fastest verified kernel per op (see
-AUTO_ORDER_ON_CUDA), SYCL on XPU, else the reference. `backend=` forces one; a missing backend
-raises a clear error naming what is missing. Backends never import one another."""
+"""The backends and how a call picks one (docs/ARCHITECTURE.md).
+
+Every backend implements one interface, for each op's args object (ops/window.py,
+ops/prefill.py, ops/decode.py: `args.op` names the op):
+
+    why_unavailable(device) -> str   '' when it can run tensors on this device, else the reason
+    supports(args) -> str            '' when it can run this call, else the reason (naming the argument)
+    prepare(args) -> launch          a launcher for every call with args' signature; ops caches it
+                                     per signature and calls launch(args_of_each_call)
+
+`backend="auto"` tries AUTO_ORDER[device type][op] and takes the first backend that is available
+and supports the call; a forced backend that is missing or cannot run the call raises an error
+that says why. Backends never import one another (nor the oracle, sinkops.reference); tests may
+add one (the CUDA emulator) with register().
+"""
 from __future__ import annotations
 
 import importlib
-import importlib.util
-import os
 
-import torch
+NAMES = ("auto", "cuda", "triton", "sycl", "torch")
 
-NAMES = ("auto", "cuda", "sycl", "triton", "reference")
+# name -> module whose `backend` attribute implements the interface (imported on first use)
+_MODULES = {"cuda": "sinkops.cuda", "triton": "sinkops.triton", "sycl": "sinkops.sycl", "torch": "sinkops.pytorch"}
+_REGISTERED: dict = {}
 
-# op family -> backend -> module implementing the backend interface
-_MODULES = {
-    "window": {
-        "reference": "sinkops.reference",
-        "triton": "sinkops.triton.window_attention",
-        "cuda": "sinkops.cuda.window_attention",
-        "sycl": "sinkops.sycl",
-    },
-    "mla": {
-        "reference": "sinkops.reference",
-        "triton": "sinkops.triton.sparse_mla",
-        "cuda": "sinkops.cuda.sparse_mla",
-        "sycl": "sinkops.sycl",
-    },
+# The order `auto` tries, per device type and op, from the H200 measurements in bench/NOTES.md.
+# On CUDA today the Triton kernels beat our mma.sync CUDA kernels for window attention (MiMo video
+# 16x1024 key0: 140 vs 190 µs) and sparse prefill (V4-Pro: 244 vs 201 TFLOP/s); the CUDA decode is
+# 13x faster than Triton at batch 1. torch (vectorized PyTorch) runs anything anywhere, last.
+# CPU tensors go to the SYCL CPU device when that backend is built (bench/NOTES.md, "CPU").
+AUTO_ORDER = {
+    "cuda": {"window_attention": ("triton", "cuda", "torch"),
+             "sparse_mla_prefill": ("triton", "cuda", "torch"),
+             "sparse_mla_decode": ("cuda", "triton", "torch")},
+    "cpu": ("sycl", "torch"),
+    "xpu": ("sycl", "torch"),
 }
 
 
-def _triton_usable(device: torch.device) -> str:
-    if importlib.util.find_spec("triton") is None:
-        return "triton is not installed (pip install triton)"
-    if device.type == "cuda":
-        return ""
-    if device.type == "cpu" and os.environ.get("TRITON_INTERPRET") == "1":
-        return ""
-    return f"Triton runs on CUDA devices (or on CPU with TRITON_INTERPRET=1); tensors are on {device}"
+def check_name(name) -> None:
+    if not isinstance(name, str) or (name not in NAMES and name not in _REGISTERED):
+        raise ValueError(f"backend: expected one of {NAMES + tuple(_REGISTERED)}, got {name!r}")
 
 
-def why_unavailable(name: str, device: torch.device) -> str:
-    """Empty string when `name` can run on `device`, else the reason."""
-    if name == "reference":
-        return ""
-    if name == "triton":
-        return _triton_usable(device)
-    if name == "cuda":
-        if device.type != "cuda":
-            return f"the CUDA backend needs CUDA tensors, got {device}"
-        from sinkops import cuda
-
-        return cuda.why_unavailable()
-    if name == "sycl":
-        if device.type not in ("cpu", "xpu"):
-            return f"the SYCL backend takes CPU (SYCL CPU device) or XPU tensors, got {device}"
-        try:
-            sycl = importlib.import_module("sinkops.sycl")
-        except ImportError as e:
-            return f"sinkops.sycl failed to import: {e}"
-        return sycl.why_unavailable()
-    raise ValueError(f"backend: expected one of {NAMES}, got {name!r}")
+def get(name: str):
+    """The backend object called `name` (imports its module on first use)."""
+    check_name(name)
+    if name in _REGISTERED:
+        return _REGISTERED[name]
+    if name == "auto":
+        raise ValueError("backend: 'auto' is resolved per call (resolve())")
+    try:
+        return importlib.import_module(_MODULES[name]).backend
+    except ImportError as e:  # a backend whose Python side fails to import is simply unavailable
+        return _Missing(name, f"{_MODULES[name]} failed to import: {e}")
 
 
-# Order `auto` tries on a CUDA device, per op, from the H200 measurements in bench/NOTES.md.
-# Today the Triton kernels beat our mma.sync CUDA kernels for window attention (MiMo video
-# 16x1024 key0: 140 vs 190 µs) and sparse prefill (V4-Pro: 244 vs 201 TFLOP/s), and those two
-# CUDA kernels have not yet passed the GPU test suite; the CUDA decode has, and is 13x faster
-# than Triton at batch 1. Revisit when a CUDA kernel overtakes (backend="cuda" forces it).
-AUTO_ORDER_ON_CUDA = {
-    "window": ("triton", "cuda"),
-    "prefill": ("triton", "cuda"),
-    "decode": ("cuda", "triton"),
-}
+def register(name: str, backend) -> None:
+    """Adds a backend under `name` (never picked by auto); tests register the CUDA emulator."""
+    _REGISTERED[name] = backend
 
 
-def resolve(name: str, device: torch.device, op: str, cuda_ok: bool = True) -> str:
-    """Turn `auto` into a concrete backend for `op` ("window" | "prefill" | "decode"); check a
-    forced one. `cuda_ok=False` when the CUDA kernels do not cover this input (e.g. float32)."""
-    if not isinstance(name, str) or name not in NAMES:
-        raise ValueError(f"backend: expected one of {NAMES}, got {name!r}")
+def why_unavailable(name: str, device) -> str:
+    return get(name).why_unavailable(device)
+
+
+def _auto_order(device_type: str, op: str):
+    order = AUTO_ORDER.get(device_type, ("torch",))
+    return order[op] if isinstance(order, dict) else order
+
+
+def resolve(name: str, args):
+    """The backend that runs this call: `name`, or for "auto" the first in AUTO_ORDER that can."""
+    device = args.q.device
     if name != "auto":
-        why = why_unavailable(name, device)
+        b = get(name)
+        why = b.why_unavailable(device)
         if why:
             raise RuntimeError(f"backend={name!r} is not available: {why}")
-        return name
-    if device.type == "cuda":
-        for candidate in AUTO_ORDER_ON_CUDA[op]:
-            if candidate == "cuda" and not cuda_ok:
-                continue
-            if not why_unavailable(candidate, device):
-                return candidate
-        return "reference"
-    if device.type == "xpu" and not why_unavailable("sycl", device):
-        return "sycl"
-    return "reference"
+        why = b.supports(args)
+        if why:
+            raise ValueError(f"backend={name!r} cannot run this {args.op} call: {why}")
+        return b
+    reasons = []
+    for candidate in _auto_order(device.type, args.op):
+        b = get(candidate)
+        why = b.why_unavailable(device) or b.supports(args)
+        if not why:
+            return b
+        reasons.append(f"{candidate}: {why}")
+    raise RuntimeError(f"no backend can run this {args.op} call on {device}: " + "; ".join(reasons))
 
 
-def module(family: str, name: str):
-    return importlib.import_module(_MODULES[family][name])
+def auto_choice(device, op: str, args=None) -> str:
+    """Name of the backend auto would take on `device` (args=None: ignoring what the call needs)."""
+    for candidate in _auto_order(device.type, op):
+        b = get(candidate)
+        if not b.why_unavailable(device) and (args is None or not b.supports(args)):
+            return candidate
+    return "none"
+
+
+class _Missing:
+    def __init__(self, name, why):
+        self.name, self._why = name, why
+
+    def why_unavailable(self, device) -> str:
+        return self._why
+
+    def supports(self, args) -> str:
+        return self._why
+
+    def prepare(self, args):
+        raise RuntimeError(self._why)

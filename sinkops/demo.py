@@ -3,8 +3,9 @@
 Runs a MiMo-V2.5-like vision window case (key-0 sink) and DeepSeek-V4-like sparse MLA prefill
 and FP8 paged decode cases (null-logit attn_sink). For each backend it prints the error against
 the float64 oracle, the error a stack makes when it silently drops the sink, and the time.
-Full size on a GPU (the backend `auto` picks, plus the others); small on a CPU (reference,
-SYCL on the SYCL CPU device when built, Triton through its interpreter).
+Full size on a GPU (the backend `auto` picks, plus the others); small on a CPU (the torch
+backend, SYCL on the SYCL CPU device when built, Triton through its interpreter). It starts by
+saying which compiled cores this install has (`python -m sinkops` prints the same).
 """
 from __future__ import annotations
 
@@ -55,7 +56,7 @@ def window_case(device, big):
         return sinkops.window_attention(q, k, v, cu, None, per, backend=backend, **extra)
 
     name = f"window_attention MiMo-like {frames}x{per} tokens, 32/8 heads, d64, ±{w}, key0 sink"
-    return name, "window", run, oracle
+    return name, "window_attention", run, oracle
 
 
 def prefill_case(device, big):
@@ -71,7 +72,7 @@ def prefill_case(device, big):
         return sinkops.sparse_mla_prefill(q, kv, idx, scale, attn_sink=sink if with_sink else None,
                                           backend=backend)[0]
 
-    return f"sparse_mla_prefill V4-like {sq} queries x {skv} keys, {hq} heads, topk {topk}", "prefill", run, oracle
+    return f"sparse_mla_prefill V4-like {sq} queries x {skv} keys, {hq} heads, topk {topk}", "sparse_mla_prefill", run, oracle
 
 
 def decode_case(device, big):
@@ -88,7 +89,7 @@ def decode_case(device, big):
         return sinkops.sparse_mla_decode(q, cache, idx, scale, attn_sink=sink if with_sink else None,
                                          layout="v4", backend=backend)[0]
 
-    return f"sparse_mla_decode V4 FP8 paged cache, batch {b}, {hq} heads, topk {topk}", "decode", run, oracle
+    return f"sparse_mla_decode V4 FP8 paged cache, batch {b}, {hq} heads, topk {topk}", "sparse_mla_decode", run, oracle
 
 
 def main(argv=None):
@@ -98,14 +99,15 @@ def main(argv=None):
     torch.manual_seed(0)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     big = device.type == "cuda" and not args.small
-    usable = [b for b in ("cuda", "triton", "sycl", "reference") if not backends.why_unavailable(b, device)]
-    if big:
-        usable.remove("reference")  # float64-exact but far too slow at full size
-    print(f"device: {device}; backends here: {', '.join(usable)}")
+    from sinkops.build_info import main as print_build_info
+
+    print_build_info()
+    usable = [b for b in ("cuda", "triton", "sycl", "torch") if not backends.why_unavailable(b, device)]
+    print(f"\ndevice: {device}; backends here: {', '.join(usable)}")
     print(f"{'backend':<10} {'err fused':>10} {'err sink dropped':>17} {'time':>12}")
     for case in (window_case, prefill_case, decode_case):
         name, op, run, oracle = case(device, big)
-        print(f"\n{name}   (auto picks {backends.resolve('auto', device, op)})")
+        print(f"\n{name}   (auto picks {backends.auto_choice(device, op)})")
         for backend in usable:
             try:
                 out, us = _timed(lambda: run(backend), device)
@@ -115,7 +117,7 @@ def main(argv=None):
                 continue
             print(f"{backend:<10} {_rel(out, oracle):>10.2e} {_rel(dropped, oracle):>17.2e} {us:>10.0f}µs")
     print("\nerr = relative L2 error vs the float64 oracle; 'sink dropped' is what a serving stack that "
-          "silently ignores the sink returns. CPU times are interpreter/reference times, not speed.")
+          "silently ignores the sink returns. CPU times are interpreter / CPU-device times, not GPU speed.")
 
 
 if __name__ == "__main__":

@@ -1,17 +1,5 @@
-"""Byte-exact FP8 paged KV-cache layouts of the DeepSeek serving stacks (DESIGN.md §2.3).
-
-``"v32"`` (DeepSeek-V3.2), 656 B per token, tokens at ``offset * 656`` inside a block:
-    [0, 512)    512 x e4m3 nope values
-    [512, 528)  4 x float32 scale, one per 128 nope values
-    [528, 656)  64 x bf16 rope values (raw bytes)
-    dequantized token = 576 channels (512 nope * scale, 64 rope); values = the 512 nope channels.
-
-``"v4"`` (DeepSeek-V4), per block of ``block_size`` tokens:
-    [t*576, t*576 + 448)              448 x e4m3 nope values of token t
-    [t*576 + 448, t*576 + 576)        64 x bf16 rope values of token t
-    [bs*576 + t*8, bs*576 + t*8 + 7)  7 e8m0 scales of token t (scale = 2^(byte-127)), one per 64 values
-    [bs*576 + t*8 + 7]                pad byte (0)
-    block byte size padded up to a multiple of 576; dequantized token = 512 channels, all of them values.
+"""Pack and unpack the byte-exact FP8 paged KV caches (docs/DESIGN.md §2.3; the byte layouts
+themselves are spelled in sinkops/kv_layout.py, and only there).
 
 Caches are uint8 views ``[num_blocks, block_size, 1, bytes_per_token]`` whose ``stride(0)`` is the
 block stride in bytes, which may exceed ``block_size * bytes_per_token``: always read through it.
@@ -20,47 +8,29 @@ from __future__ import annotations
 
 import torch
 
-_LAYOUTS = ("v4", "v32")
+from sinkops import kv_layout
+from sinkops.kv_layout import ROPE_DIM
+
 _E4M3_MAX = 448.0
 # Scale rule: the smallest power of two s with amax / s <= 464. 464 is the midpoint between 448
 # (the largest e4m3 value) and the next step 480, so values in (448, 464] saturate to 448 exactly
 # as round-to-nearest would. Using 464 rather than 448 makes pack(unpack(pack(x))) == pack(x):
 # with 448, an amax/s in (224, 232) rounds down to 224 and the repack would pick s/2.
 _SCALE_TARGET = 464.0
-_ROPE_DIM = 64
-
-
-def _check_layout(layout: str) -> None:
-    if layout not in _LAYOUTS:
-        raise ValueError(f"layout must be 'v4' or 'v32', got {layout!r}")
 
 
 def bytes_per_token(layout: str) -> int:
-    _check_layout(layout)
-    return 584 if layout == "v4" else 656
+    return kv_layout.get(layout).bytes_per_token
 
 
 def token_dim(layout: str) -> int:
-    """Channels of one dequantized token (= Dqk): v4 448 nope + 64 rope, v32 512 nope + 64 rope."""
-    _check_layout(layout)
-    return 512 if layout == "v4" else 576
-
-
-def _nope_dim(layout: str) -> int:
-    return token_dim(layout) - _ROPE_DIM
-
-
-def _group_size(layout: str) -> int:
-    return 64 if layout == "v4" else 128
+    """Channels of one dequantized token (= Dqk of q)."""
+    return kv_layout.get(layout).d_qk
 
 
 def block_stride_bytes(layout: str, block_size: int, spare_rows: int = 0) -> int:
-    """Bytes from one block to the next. v4: block_size*584 rounded up to a multiple of 576
-    (plus spare_rows*576); v32: (block_size + spare_rows) * 656."""
-    _check_layout(layout)
-    if layout == "v4":
-        return -(-block_size * 584 // 576) * 576 + spare_rows * 576
-    return (block_size + spare_rows) * 656
+    """Bytes from one block to the next as pack_kv_cache allocates them (kv_layout.KvLayout.block_stride)."""
+    return kv_layout.get(layout).block_stride(block_size, spare_rows)
 
 
 def _power_of_two_exponent(amax: torch.Tensor) -> torch.Tensor:
@@ -96,75 +66,68 @@ def pack_kv_cache(latent: torch.Tensor, layout: str, block_size: int = 64, spare
     """latent bf16 [N, token_dim(layout)] -> uint8 view [num_blocks, block_size, 1, bytes_per_token]
     with stride(0) = block_stride_bytes(layout, block_size, spare_rows). Token n goes to slot n
     (block n // block_size, offset n % block_size); unused slots and padding are zero bytes."""
-    _check_layout(layout)
-    dim = token_dim(layout)
-    if latent.dim() != 2 or latent.shape[1] != dim:
-        raise ValueError(f"latent must be [N, {dim}] for layout {layout!r}, got {tuple(latent.shape)}")
+    lay = kv_layout.get(layout)
+    if latent.dim() != 2 or latent.shape[1] != lay.d_qk:
+        raise ValueError(f"latent must be [N, {lay.d_qk}] for layout {layout!r}, got {tuple(latent.shape)}")
     n_tok = latent.shape[0]
-    nope_dim = _nope_dim(layout)
-    bpt = bytes_per_token(layout)
-    stride = block_stride_bytes(layout, block_size, spare_rows)
+    nope, ts = lay.nope_dim, lay.token_stride
+    stride = lay.block_stride(block_size, spare_rows)
     num_blocks = -(-n_tok // block_size)
     latent = latent.to(torch.bfloat16)
-    fp8, e = _quantize_nope(latent[:, :nope_dim], _group_size(layout))
-    rope = _bf16_bytes(latent[:, nope_dim:])                                  # [N, 128]
+    fp8, e = _quantize_nope(latent[:, :nope], lay.scale_group)
+    rope = _bf16_bytes(latent[:, nope:])                                      # [N, 2 * ROPE_DIM]
 
     # Pad the token list to whole blocks so every token has a (block, offset) row.
     n_pad = num_blocks * block_size
     buf = torch.zeros(num_blocks, stride, dtype=torch.uint8, device=latent.device)
-    if layout == "v32":
-        tok = torch.zeros(n_pad, bpt, dtype=torch.uint8, device=latent.device)
-        tok[:n_tok, :512] = fp8
-        tok[:n_tok, 512:528] = _pow2(e).contiguous().view(torch.uint8)       # 4 float32, little endian
-        tok[:n_tok, 528:656] = rope
-        buf[:, :block_size * bpt] = tok.reshape(num_blocks, block_size * bpt)
-    else:
-        data = torch.zeros(n_pad, 576, dtype=torch.uint8, device=latent.device)
-        data[:n_tok, :448] = fp8
-        data[:n_tok, 448:576] = rope
-        scales = torch.zeros(n_pad, 8, dtype=torch.uint8, device=latent.device)
-        scales[:n_tok, :7] = (e + 127).to(torch.uint8)                        # e8m0; byte 7 is padding
-        buf[:, :block_size * 576] = data.reshape(num_blocks, block_size * 576)
-        buf[:, block_size * 576:block_size * 584] = scales.reshape(num_blocks, block_size * 8)
+    tok = torch.zeros(n_pad, ts, dtype=torch.uint8, device=latent.device)
+    tok[:n_tok, :nope] = fp8
+    tok[:n_tok, lay.rope_offset:lay.rope_offset + 2 * ROPE_DIM] = rope
+    if lay.scales_in_token:  # fp32 scales, little endian, inside the token
+        tok[:n_tok, lay.scale_offset:lay.scale_offset + 4 * lay.scales_per_token] = \
+            _pow2(e).contiguous().view(torch.uint8)
+    buf[:, :block_size * ts] = tok.reshape(num_blocks, block_size * ts)
+    if not lay.scales_in_token:  # e8m0 bytes after the block's tokens; the last byte of each is padding
+        scales = torch.zeros(n_pad, lay.scale_stride, dtype=torch.uint8, device=latent.device)
+        scales[:n_tok, :lay.scales_per_token] = (e + 127).to(torch.uint8)
+        buf[:, block_size * ts:block_size * (ts + lay.scale_stride)] = scales.reshape(num_blocks, -1)
+    bpt = lay.bytes_per_token
     return torch.as_strided(buf, (num_blocks, block_size, 1, bpt), (stride, bpt, bpt, 1))
 
 
-def _block_bytes(kv_cache: torch.Tensor, layout: str) -> torch.Tensor:
+def _block_bytes(kv_cache: torch.Tensor, lay: kv_layout.KvLayout) -> torch.Tensor:
     """uint8 [num_blocks, block_size * bytes_per_token]: each block's bytes, read through stride(0)."""
     if kv_cache.element_size() != 1:
         raise ValueError(f"kv_cache must be a 1-byte (uint8 / e4m3) view, got {kv_cache.dtype}")
     kv = kv_cache if kv_cache.dtype == torch.uint8 else kv_cache.view(torch.uint8)
     num_blocks, block_size, _, bpt = kv.shape
-    if bpt != bytes_per_token(layout):
-        raise ValueError(f"kv_cache last dim must be {bytes_per_token(layout)} for {layout!r}, got {bpt}")
+    if bpt != lay.bytes_per_token:
+        raise ValueError(f"kv_cache last dim must be {lay.bytes_per_token} for {lay.name!r}, got {bpt}")
     return torch.as_strided(kv, (num_blocks, block_size * bpt), (kv.stride(0), 1))
 
 
 def dequantize_tokens(kv_cache: torch.Tensor, layout: str, slots: torch.Tensor) -> torch.Tensor:
     """float32 [len(slots), token_dim(layout)]: the dequantized tokens at the given slots
     (slot = block * block_size + offset). Slots outside [0, num_blocks*block_size) give zero rows."""
-    blocks = _block_bytes(kv_cache, layout)
+    lay = kv_layout.get(layout)
+    blocks = _block_bytes(kv_cache, lay)
     num_blocks, block_size = kv_cache.shape[0], kv_cache.shape[1]
     slots = slots.reshape(-1).long().to(blocks.device)
     valid = (slots >= 0) & (slots < num_blocks * block_size)
     slots = torch.where(valid, slots, torch.zeros_like(slots))
     blk, off = (slots // block_size).unsqueeze(1), (slots % block_size).unsqueeze(1)
     ar = lambda n: torch.arange(n, device=blocks.device).unsqueeze(0)  # noqa: E731
-    if layout == "v32":
-        tok = blocks[blk, off * 656 + ar(656)]                                 # [n, 656]
-        nope = tok[:, :512].contiguous().view(torch.float8_e4m3fn).to(torch.float32)
-        scale = tok[:, 512:528].contiguous().view(torch.float32)              # [n, 4]
-        rope_bytes = tok[:, 528:656]
-        group = 128
+    ts, nope_dim, groups = lay.token_stride, lay.nope_dim, lay.scales_per_token
+    tok = blocks[blk, off * ts + ar(ts)]                                       # [n, token_stride]
+    nope = tok[:, :nope_dim].contiguous().view(torch.float8_e4m3fn).to(torch.float32)
+    if lay.scales_in_token:
+        scale = tok[:, lay.scale_offset:lay.scale_offset + 4 * groups].contiguous().view(torch.float32)
     else:
-        tok = blocks[blk, off * 576 + ar(576)]                                 # [n, 576]
-        nope = tok[:, :448].contiguous().view(torch.float8_e4m3fn).to(torch.float32)
-        e8m0 = blocks[blk, block_size * 576 + off * 8 + ar(7)]                 # [n, 7]
+        e8m0 = blocks[blk, block_size * ts + off * lay.scale_stride + ar(groups)]
         scale = _pow2(e8m0.long() - 127)
-        rope_bytes = tok[:, 448:576]
-        group = 64
+    rope_bytes = tok[:, lay.rope_offset:lay.rope_offset + 2 * ROPE_DIM]
     n = nope.shape[0]
-    nope = (nope.reshape(n, -1, group) * scale.unsqueeze(-1)).reshape(n, -1)
+    nope = (nope.reshape(n, groups, lay.scale_group) * scale.unsqueeze(-1)).reshape(n, -1)
     rope = rope_bytes.contiguous().view(torch.bfloat16).to(torch.float32)
     out = torch.cat([nope, rope], dim=1)
     return torch.where(valid.unsqueeze(1), out, torch.zeros_like(out))

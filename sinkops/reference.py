@@ -3,7 +3,8 @@
 Readable first, slow is fine: python loops over segments / batches, dense masks, and
 explicit handling of every edge value. Tests and benchmarks call it with float64 inputs
 (the oracle) and with ``compute_dtype=torch.bfloat16`` (the "same math done by torch in
-the backend's dtype" baseline of the tolerance rule). Fast backends never import it.
+the backend's dtype" baseline of the tolerance rule). It is not a backend: no op dispatches to
+it, and backends never import it (CPU callers get the torch or SYCL backend).
 
 Conventions shared by all ops:
 * lse is the natural-log logsumexp over the keys a row sees (key0 bias included, null
@@ -155,7 +156,11 @@ def window_attention(q, k, v, cu_seqlens_q, cu_seqlens_k=None, window_size=(-1, 
     cq = [int(x) for x in cu_seqlens_q.tolist()]
     ck = [int(x) for x in cu_seqlens_k.tolist()]
     for b in range(len(cq) - 1):
-        q0, q1, k0, k1 = cq[b], cq[b + 1], ck[b], ck[b + 1]
+        # Segment bounds clamped to the packed tensors (DESIGN.md §2): a decreasing segment is empty.
+        q0 = min(max(cq[b], 0), tq)
+        q1 = min(max(cq[b + 1], q0), tq)
+        k0 = min(max(ck[b], 0), k.shape[0])
+        k1 = min(max(ck[b + 1], k0), k.shape[0])
         sq, sk = q1 - q0, k1 - k0
         if sq == 0 or sk == 0:
             continue  # no key: rows stay out 0, lse +inf whatever the sink
@@ -253,33 +258,3 @@ def sparse_mla_decode(q, kv_cache, indices, sm_scale, attn_sink=None, topk_lengt
         o, _, l = _sparse_attend(q[bi].to(cdt), keys.to(cdt), valid, d_v, sm_scale, attn_sink)
         out[bi], lse[bi] = o, l.transpose(0, 1)
     return out.to(q.dtype), lse.to(sdt)
-
-
-# ----------------------------------------------------------------------------- backend interface
-# Same signatures as every other backend module: inputs already validated by ops.py, results
-# written into the preallocated outputs. The reference may sync with the host; it is an oracle.
-
-def window_attention_fwd(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                         window_left, window_right, scale, sinks, sink_mode, out, lse) -> None:
-    o, l = window_attention(q, k, v, cu_seqlens_q, cu_seqlens_k, window_size=(window_left, window_right),
-                            causal=False, softmax_scale=scale, sinks=sinks, sink_mode=sink_mode)
-    out.copy_(o)
-    lse.copy_(l)
-
-
-def sparse_mla_prefill_fwd(q, kv, indices, sm_scale, d_v, attn_sink, topk_length,
-                           out, max_logits, lse) -> None:
-    o, m, l = sparse_mla_prefill(q, kv, indices, sm_scale, d_v=d_v, attn_sink=attn_sink,
-                                 topk_length=topk_length)
-    out.copy_(o)
-    max_logits.copy_(m)
-    lse.copy_(l)
-
-
-def sparse_mla_decode_fwd(q, kv_cache, indices, sm_scale, attn_sink, topk_length, layout,
-                          extra_kv_cache, extra_indices, extra_topk_length, out, lse) -> None:
-    o, l = sparse_mla_decode(q, kv_cache, indices, sm_scale, attn_sink=attn_sink, topk_length=topk_length,
-                             layout=layout, extra_kv_cache=extra_kv_cache, extra_indices=extra_indices,
-                             extra_topk_length=extra_topk_length)
-    out.copy_(o)
-    lse.copy_(l)

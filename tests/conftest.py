@@ -1,5 +1,7 @@
-"""Shared pytest setup: the `gpu` marker skips without a CUDA device (a skip is not a pass:
-the GPU tests run on the H200 through tools/device_check.sh)."""
+"""Shared pytest setup. The `gpu` marker skips without a CUDA device (a skip is not a pass: the
+GPU tests run on the H200 through tools/device_check.sh). Without a GPU, Triton kernels run in
+the interpreter (Triton decides at import time, so that is set here, before anything imports it),
+and the CUDA emulator registers as the backend "cuda-emu" (tests/cuda_emu.py)."""
 import os
 import sys
 
@@ -9,12 +11,14 @@ sys.path.insert(0, os.path.dirname(__file__))  # `import helpers` from any test 
 
 import torch  # noqa: E402
 
-import cuda_target as cuda_target_module  # noqa: E402
-
-# Without a GPU, Triton kernels run in the interpreter. Triton decides at import time, so set
-# it here, before any test module imports sinkops.triton.
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
+
+from sinkops import backends  # noqa: E402
+
+import cuda_emu  # noqa: E402
+
+backends.register("cuda-emu", cuda_emu.LazyEmulatorBackend())
 
 
 def pytest_configure(config):
@@ -28,11 +32,3 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
-
-
-@pytest.fixture(params=cuda_target_module.TARGETS)
-def cuda_target(request):
-    """The GPU or the CPU emulator for the CUDA-kernel tests (tests/cuda_target.py)."""
-    cuda_target_module.K.target = cuda_target_module.Target(request.param)
-    yield cuda_target_module.K
-    cuda_target_module.K.target = None

@@ -194,14 +194,65 @@ def window_oracle(case, window, sinks, sink_mode, compute_dtype=None):
                                       sink_mode=sink_mode, compute_dtype=compute_dtype)
 
 
-def run_window_backend(window_attention_fwd, case, window, sinks, sink_mode, scale=None, out=None):
-    """Calls a backend's window_attention_fwd the way ops.py does; out and lse are NaN-poisoned first."""
+def run_window(target, case, window, sinks, sink_mode, scale=None, out=None):
+    """window_attention on `target` through torch.ops.sinkops.window_attention_out, with out and
+    lse NaN-poisoned first (every element the kernel must write that it forgets stays NaN)."""
     q, k, v = case["q"], case["k"], case["v"]
     scale = q.shape[-1] ** -0.5 if scale is None else scale
     if out is None:
         out = nan_like((q.shape[0], q.shape[1], v.shape[2]), q.dtype, q.device)
     lse = nan_like((q.shape[1], q.shape[0]), torch.float32, q.device)
     sinks = None if sinks is None else sinks.to(q.device)
-    window_attention_fwd(q, k, v, case["cu_seqlens_q"], case["cu_seqlens_k"], case["max_seqlen_q"],
-                         case["max_seqlen_k"], window[0], window[1], scale, sinks, sink_mode, out, lse)
+    mode = "none" if sinks is None else sink_mode
+    torch.ops.sinkops.window_attention_out(
+        q, k, v, case["cu_seqlens_q"], case["cu_seqlens_k"], case["max_seqlen_q"], case["max_seqlen_k"],
+        window[0], window[1], float(scale), sinks, mode, target.backend, out=out, lse=lse)
     return out, lse
+
+
+def run_prefill(target, case, scale, attn_sink=None, topk_length=None):
+    """sparse_mla_prefill on `target` through the _out op, every output NaN-poisoned first."""
+    q = case["q"]
+    sq, hq = q.shape[0], q.shape[1]
+    out = nan_like((sq, hq, 512), q.dtype, q.device)
+    max_logits = nan_like((sq, hq), torch.float32, q.device)
+    lse = nan_like((sq, hq), torch.float32, q.device)
+    sink = None if attn_sink is None else attn_sink.to(q.device)
+    tl = None if topk_length is None else topk_length.to(q.device)
+    torch.ops.sinkops.sparse_mla_prefill_out(q, case["kv"], case["indices"], float(scale), 512, sink, tl,
+                                             target.backend, out=out, max_logits=max_logits, lse=lse)
+    return out, max_logits, lse
+
+
+def prefill_oracle(case, scale, attn_sink=None, topk_length=None, compute_dtype=None):
+    from sinkops import reference
+
+    q, kv = (case["q"], case["kv"]) if compute_dtype else (case["q"].double(), case["kv"].double())
+    sink = None if attn_sink is None else attn_sink.to(q.device)
+    tl = None if topk_length is None else topk_length.to(q.device)
+    return reference.sparse_mla_prefill(q, kv, case["indices"], scale, attn_sink=sink, topk_length=tl,
+                                        compute_dtype=compute_dtype)
+
+
+def run_decode(target, case, scale, attn_sink=None):
+    """sparse_mla_decode on `target` through the _out op, out and lse NaN-poisoned first."""
+    q = case["q"]
+    b, sq, hq, _ = q.shape
+    out = nan_like((b, sq, hq, 512), q.dtype, q.device)
+    lse = nan_like((b, hq, sq), torch.float32, q.device)
+    sink = None if attn_sink is None else attn_sink.to(q.device)
+    torch.ops.sinkops.sparse_mla_decode_out(
+        q, case["kv_cache"], case["indices"], float(scale), sink, case["topk_length"], case["layout"],
+        case["extra_kv_cache"], case["extra_indices"], case["extra_topk_length"], target.backend, out=out, lse=lse)
+    return out, lse
+
+
+def decode_oracle(case, scale, attn_sink=None, compute_dtype=None):
+    from sinkops import reference
+
+    q = case["q"] if compute_dtype else case["q"].double()
+    sink = None if attn_sink is None else attn_sink.to(q.device)
+    return reference.sparse_mla_decode(q, case["kv_cache"], case["indices"], scale, attn_sink=sink,
+                                       topk_length=case["topk_length"], layout=case["layout"],
+                                       extra_kv_cache=case["extra_kv_cache"], extra_indices=case["extra_indices"],
+                                       extra_topk_length=case["extra_topk_length"], compute_dtype=compute_dtype)

@@ -1,4 +1,4 @@
-"""sinkops.cp across real processes: gloo on CPU (2 and 4 ranks, float64, backend="reference")
+"""sinkops.cp across real processes: gloo on CPU (2 and 4 ranks, float64, backend="torch")
 and NCCL on 2 GPUs (bf16, backend="auto", marked gpu). Every CP op is compared with the
 single-process op on the global sequence, rows mapped through the load-balanced layout.
 
@@ -174,7 +174,7 @@ def case_sparse_mla_prefill(seed, gpu, sink_inf=False):
 
     rank, world = dist.get_rank(), dist.get_world_size()
     dev = f"cuda:{rank}" if gpu else "cpu"
-    dtype, backend = (torch.bfloat16, "auto") if gpu else (torch.float64, "reference")
+    dtype, backend = (torch.bfloat16, "auto") if gpu else (torch.float64, "torch")
     g = _gen(seed)
     t_local, hq, dqk, topk = (64, 16, 576, 32) if gpu else (6, 3, 512, 12)
     total = world * t_local
@@ -193,7 +193,7 @@ def case_sparse_mla_prefill(seed, gpu, sink_inf=False):
     single = ops.sparse_mla_prefill(qd, kvd, idxd, scale, attn_sink=sd, topk_length=tld,
                                     backend=backend)
     oracle = ops.sparse_mla_prefill(q.to(dtype).double(), kv.to(dtype).double(), idx, scale,
-                                    attn_sink=sink, topk_length=topk_length, backend="reference")
+                                    attn_sink=sink, topk_length=topk_length, backend="torch")
     shard = lambda t: cp.shard_sequence(t, world, rank)  # noqa: E731
     stats = {}
     got = cp.sparse_mla_prefill(shard(qd), shard(kvd), shard(idxd), scale, attn_sink=sd,
@@ -223,7 +223,7 @@ def _window_case(seed, gpu, left, right, causal, sink_kind, t_local=None, check_
 
     rank, world = dist.get_rank(), dist.get_world_size()
     dev = f"cuda:{rank}" if gpu else "cpu"
-    dtype, backend = (torch.bfloat16, "auto") if gpu else (torch.float64, "reference")
+    dtype, backend = (torch.bfloat16, "auto") if gpu else (torch.float64, "torch")
     g, rng = _gen(seed), random.Random(seed)
     if t_local is None:
         t_local = 256 if gpu else 10  # CPU: chunks of 5 tokens (odd), windows up to 40
@@ -247,7 +247,7 @@ def _window_case(seed, gpu, left, right, causal, sink_kind, t_local=None, check_
     single = ops.window_attention(q.to(dev), k.to(dev), v.to(dev), cu_full.to(dev),
                                   cu_full.to(dev), total, total, sinks=sd, backend=backend, **kw)
     oracle = ops.window_attention(q.double(), k.double(), v.double(), cu_full, cu_full, total,
-                                  total, sinks=sinks, backend="reference", **kw)
+                                  total, sinks=sinks, backend="torch", **kw)
     shard = lambda t, dim=0: cp.shard_sequence(t, world, rank, dim)  # noqa: E731
 
     def no_all_gather(*a, **k):

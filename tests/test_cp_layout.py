@@ -176,7 +176,7 @@ def _simulate_cp_window(q, k, v, cu, cp_size, window, sinks, sink_mode):
         q_local = cp.shard_sequence(q, cp_size, r)
         o, l = cp.window_attention_from_halo(q_local, halo_k, halo_v, plan, cu, window[0],
                                              window[1], q.shape[-1] ** -0.5, sinks, sink_mode,
-                                             backend="reference")
+                                             backend="torch")
         outs.append(o)
         lses.append(l)
     slots = cp.load_balanced_slots(cp_size, t_local)
@@ -214,7 +214,7 @@ def test_window_sub_problems_match_global(cp_size, sink_mode):
         cu_full = torch.tensor(cu + [total], dtype=torch.int32)  # padding = one more segment
         ref_out, ref_lse = ops.window_attention(
             q, k, v, cu_full, cu_full, total, total, window_size=window, softmax_scale=d ** -0.5,
-            sinks=sinks, sink_mode=mode, return_lse=True, backend="reference")
+            sinks=sinks, sink_mode=mode, return_lse=True, backend="torch")
         name = f"cp={cp_size} window={window} sinks={kind} mode={sink_mode} cu={cu}"
         assert_same(out, ref_out, name + " out")
         assert_same(lse.double(), ref_lse.double(), name + " lse")

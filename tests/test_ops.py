@@ -22,19 +22,19 @@ def test_window_out_is_written_and_matches_reference():
     out = nan_like((c["q"].shape[0], 4, 16), torch.float32, "cpu")
     got, lse = sinkops.window_attention(c["q"], c["k"], c["v"], c["cu_seqlens_q"], None,
                                         c["max_seqlen_q"], window_size=(2, 1), sinks=sinks,
-                                        return_lse=True, out=out, backend="reference")
+                                        return_lse=True, out=out, backend="torch")
     assert got is out and not torch.isnan(out).any()
     ref, ref_lse = reference.window_attention(c["q"], c["k"], c["v"], c["cu_seqlens_q"],
                                               window_size=(2, 1), sinks=sinks)
-    torch.testing.assert_close(out, ref)
-    torch.testing.assert_close(lse, ref_lse.float())
+    torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(lse, ref_lse.float(), rtol=1e-5, atol=1e-5)
 
 
 def test_window_torch_ops_registered():
     c = _window_case()
     out, lse = torch.ops.sinkops.window_attention(
         c["q"], c["k"], c["v"], c["cu_seqlens_q"], c["cu_seqlens_q"], c["max_seqlen_q"],
-        c["max_seqlen_q"], -1, -1, 0.25, None, "none", "reference")
+        c["max_seqlen_q"], -1, -1, 0.25, None, "none", "torch")
     assert out.shape == c["q"].shape and lse.shape == (4, c["q"].shape[0])
 
 
@@ -60,7 +60,7 @@ def test_window_empty_k_gives_zero_and_inf_lse():
     (lambda a: a.update(cu_seqlens_q=a["cu_seqlens_q"] + 1), r"cu_seqlens_q: values must lie in"),
     (lambda a: a.update(cu_seqlens_k=a["cu_seqlens_q"][:2]), "cu_seqlens_k: expected shape"),
     (lambda a: a.update(max_seqlen_q=None), "max_seqlen_q: required"),
-    (lambda a: a.update(max_seqlen_q=-1), "max_seqlen_q: must be >= 0"),
+    (lambda a: a.update(max_seqlen_q=-1), r"max_seqlen_q: must be in \[0, "),
     (lambda a: a.update(window_size=(-2, 0)), "window_size"),
     (lambda a: a.update(sinks=torch.zeros(4, dtype=torch.float64)), "sinks: dtype"),
     (lambda a: a.update(sinks=torch.zeros(3)), "sinks: expected shape"),
@@ -93,7 +93,7 @@ def test_window_compile_fullgraph():
 
     def f(q, k, v, cu, s):
         return sinkops.window_attention(q, k, v, cu, None, 9, window_size=(3, 3), sinks=s,
-                                        sink_mode="key0", return_lse=True, backend="reference")
+                                        sink_mode="key0", return_lse=True, backend="torch")
 
     out, lse = torch.compile(f, fullgraph=True, backend="aot_eager")(
         c["q"], c["k"], c["v"], c["cu_seqlens_q"], sinks)
@@ -111,8 +111,8 @@ def test_prefill_out_and_validation():
     out = nan_like((4, 3, 512), torch.bfloat16, "cpu")
     got = sinkops.sparse_mla_prefill(c["q"], c["kv"], c["indices"], 0.05, attn_sink=sink, out=out)
     assert got[0] is out and not torch.isnan(out.float()).any()
-    ref = reference.sparse_mla_prefill(c["q"], c["kv"], c["indices"], 0.05, attn_sink=sink)
-    torch.testing.assert_close(out, ref[0])
+    ref = reference.sparse_mla_prefill(c["q"].double(), c["kv"].double(), c["indices"], 0.05, attn_sink=sink)
+    torch.testing.assert_close(out, ref[0].to(out.dtype), rtol=2e-2, atol=2e-2)
     for kw, match in [(dict(q=c["q"][..., :500]), "head dim 500"),
                       (dict(indices=c["indices"].long()), "indices: dtype"),
                       (dict(indices=c["indices"][:, :, :0]), "indices: expected shape"),
@@ -131,7 +131,7 @@ def test_prefill_compile_fullgraph():
 
     def f(q, kv, idx):
         return sinkops.sparse_mla_prefill(q, kv, idx, 0.04, attn_sink=torch.full((2,), 0.5),
-                                          backend="reference")
+                                          backend="torch")
 
     got = torch.compile(f, fullgraph=True, backend="aot_eager")(c["q"], c["kv"], c["indices"])
     for a, b in zip(got, f(c["q"], c["kv"], c["indices"])):
@@ -144,7 +144,7 @@ def test_decode_validation_and_compile(layout):
     args = dict(q=c["q"], kv_cache=c["kv_cache"], indices=c["indices"], sm_scale=0.04, layout=layout)
 
     def f(q, cache, idx):
-        return sinkops.sparse_mla_decode(q, cache, idx, 0.04, layout=layout, backend="reference")
+        return sinkops.sparse_mla_decode(q, cache, idx, 0.04, layout=layout, backend="torch")
 
     got = torch.compile(f, fullgraph=True, backend="aot_eager")(c["q"], c["kv_cache"], c["indices"])
     for a, b in zip(got, f(c["q"], c["kv_cache"], c["indices"])):
@@ -153,7 +153,7 @@ def test_decode_validation_and_compile(layout):
     for kw, match in [(dict(layout=other), "does not match layout|expected shape"),
                       (dict(layout="v5"), "layout"),
                       (dict(kv_cache=c["kv_cache"][..., :100]), "kv_cache: expected shape"),
-                      (dict(indices=c["indices"][:1]), "indices: expected shape"),
+                      (dict(indices=c["indices"][:1]), "indices: expected 2 rows"),
                       (dict(extra_indices=c["indices"]), "pass both or neither"),
                       (dict(topk_length=torch.ones(2)), "topk_length: dtype")]:
         a = dict(args)
@@ -201,3 +201,81 @@ def test_cuda_graph_capture_and_replay(backend):
     for a, b, e in zip(captured, again, eager):
         assert torch.equal(a, b), "graph replay differs from eager on the new inputs"
         assert not torch.equal(a, e), "replay did not read the new inputs"
+
+
+# ------------------------------------------------------------------ the two call paths and the plans
+
+
+def _all_three(backend, device="cpu"):
+    c = make_window_case([20, 0, 9], hq=4, hk=2, d=64, device=device)
+    p = make_sparse_prefill_case(4, 60, 8, 576, 16, device=device)
+    d = make_sparse_decode_case(2, 2, 8, "v4", 16, 100, device=device, extra=True)
+    s = torch.randn(8, device=device)
+    return [
+        (lambda: sinkops.window_attention(c["q"], c["k"], c["v"], c["cu_seqlens_q"], None, 20, window_size=(4, 4),
+                                          sinks=s[:4], sink_mode="key0", return_lse=True, backend=backend),
+         lambda: torch.ops.sinkops.window_attention(c["q"], c["k"], c["v"], c["cu_seqlens_q"], c["cu_seqlens_q"], 20,
+                                                    20, 4, 4, 64 ** -0.5, s[:4], "key0", backend)),
+        (lambda: sinkops.sparse_mla_prefill(p["q"], p["kv"], p["indices"], 0.04, attn_sink=s, backend=backend),
+         lambda: torch.ops.sinkops.sparse_mla_prefill(p["q"], p["kv"], p["indices"], 0.04, 512, s, None, backend)),
+        (lambda: sinkops.sparse_mla_decode(d["q"], d["kv_cache"], d["indices"], 0.04, attn_sink=s, layout="v4",
+                                           extra_kv_cache=d["extra_kv_cache"], extra_indices=d["extra_indices"],
+                                           backend=backend),
+         lambda: torch.ops.sinkops.sparse_mla_decode(d["q"], d["kv_cache"], d["indices"], 0.04, s, None, "v4",
+                                                     d["extra_kv_cache"], d["extra_indices"], None, backend)),
+    ]
+
+
+@pytest.mark.parametrize("op", range(3))
+def test_eager_path_equals_torch_ops_bitwise(op):
+    eager, via_dispatcher = _all_three("torch")[op]
+    for a, b in zip(eager(), via_dispatcher()):
+        assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("op", range(3))
+def test_a_signature_is_validated_once(op, monkeypatch):
+    """The second call with the same signature (other token counts, other data) reuses the plan."""
+    from sinkops.ops import decode, prefill, window
+
+    mod = (window, prefill, decode)[op]
+    mod._PLANS.clear()
+    eager, _ = _all_three("torch")[op]
+    eager()
+    made = []
+    real = mod._plan
+    monkeypatch.setattr(mod, "_plan", lambda *a: made.append(1) or real(*a))
+    eager()
+    eager()
+    assert made == [] and len(mod._PLANS) == 1
+    again, _ = _all_three("torch")[op]  # fresh tensors of the same signature
+    again()
+    assert made == []
+
+
+def test_window_plan_follows_the_signature_not_the_token_count():
+    from sinkops.ops import window
+
+    window._PLANS.clear()
+    for n in (5, 17, 40):
+        c = make_window_case([n], hq=4, hk=2, d=64)
+        sinkops.window_attention(c["q"], c["k"], c["v"], c["cu_seqlens_q"], None, n, backend="torch")
+    assert len(window._PLANS) == 1
+    c = make_window_case([9], hq=4, hk=4, d=64)  # another head count: another signature
+    sinkops.window_attention(c["q"], c["k"], c["v"], c["cu_seqlens_q"], None, 9, backend="torch")
+    assert len(window._PLANS) == 2
+
+
+def test_requires_grad_goes_through_the_dispatcher():
+    c = make_window_case([6], hq=2, hk=1, d=16, dtype=torch.float32)
+    q = c["q"].requires_grad_()
+    out = sinkops.window_attention(q, c["k"], c["v"], c["cu_seqlens_q"], None, 6, backend="torch")
+    assert out.shape == q.shape
+
+
+@pytest.mark.parametrize("op", range(3))
+def test_compile_fullgraph_every_op(op):
+    eager, _ = _all_three("torch")[op]
+    got = torch.compile(eager, fullgraph=True, backend="aot_eager")()
+    for a, b in zip(got, eager()):
+        torch.testing.assert_close(a, b)

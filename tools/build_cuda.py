@@ -50,11 +50,17 @@ def gencode_flags(archs: str) -> list[str]:
     return flags
 
 
+OPS = ("window_attention", "sparse_mla_prefill", "sparse_mla_decode")
+
+
 def cuda_sources(root: Path) -> list[Path]:
+    """Every csrc/cuda/*.cu; with SINKOPS_CUDA_ONLY, only those ops' files (plus the shared ones,
+    e.g. device.cu, whose names start with no op name)."""
     only = [p for p in os.environ.get("SINKOPS_CUDA_ONLY", "").split(",") if p]
     files = sorted((root / "csrc" / "cuda").glob("*.cu"))
     if only:
-        files = [f for f in files if any(f.name.startswith(p) for p in only)]
+        files = [f for f in files if any(f.name.startswith(p) for p in only)
+                 or not any(f.name.startswith(op) for op in OPS)]
     return files
 
 

@@ -13,6 +13,7 @@
 
 #include "bench_common.cuh"
 #include "sinkops/cuda_api.h"
+#include "sinkops/kv_cache_layout.h"
 
 
 namespace {
@@ -29,17 +30,20 @@ __global__ void fill_cache_kernel(uint8_t* cache, int64_t num_blocks, int64_t bl
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t in_block = i % block_stride;
     uint8_t byte = uint8_t(hash_u32(uint64_t(i)));
-    int64_t tok_off = v4 ? (in_block < int64_t(block_size) * 576 ? in_block % 576 : -1) : in_block % 656;
+    using V4 = sinkops::KvLayout<sinkops::KvCacheLayout::kV4>;
+    using V32 = sinkops::KvLayout<sinkops::KvCacheLayout::kV32>;
+    int64_t tok_off = v4 ? (in_block < int64_t(block_size) * V4::kTokenStride ? in_block % V4::kTokenStride : -1)
+                         : in_block % V32::kTokenStride;
     if (v4 && tok_off < 0) {
       byte = uint8_t(124 + byte % 7);  // e8m0 scale bytes (and the pad byte)
-    } else if (tok_off < (v4 ? 448 : 512)) {
+    } else if (tok_off < (v4 ? V4::kNope : V32::kNope)) {
       if ((byte & 0x7f) == 0x7f) byte ^= 1;
-    } else if (!v4 && tok_off < 528) {
+    } else if (!v4 && tok_off < V32::kRopeOffset) {
       const uint32_t bits = 0x3c800000u;  // 1/64 as float32
       byte = uint8_t(bits >> (8 * ((tok_off - 512) % 4)));
     } else {
       // bf16 rope, little-endian: high byte = sign + exponent around 2^0.
-      const bool high = ((tok_off - (v4 ? 448 : 528)) % 2) == 1;
+      const bool high = ((tok_off - (v4 ? V4::kRopeOffset : V32::kRopeOffset)) % 2) == 1;
       if (high) byte = uint8_t((byte & 0x80) | 0x3f);
     }
     cache[i] = byte;
@@ -60,13 +64,16 @@ struct Case {
   double peer_us;  // FlashMLA on the same H200 (DESIGN.md §5), 0 if none
 };
 
-void run_case(const Case& c, int num_sms) {
+void run_case(const Case& c) {
   const bool v4 = c.layout == sinkops::KvCacheLayout::kV4;
-  const int d_qk = v4 ? 512 : 576;
+  const sinkops::KvLayoutInfo layout = sinkops::kv_layout_info(c.layout);
+  const int d_qk = layout.d_qk;
   const int block_size = 64;
   const int64_t num_blocks = 8192;  // 512 Ki tokens: ~300 MB, far beyond L2
-  const int64_t bpt = v4 ? 584 : 656;
-  const int64_t block_stride = v4 ? ((block_size * 584 + 575) / 576) * 576 : int64_t(block_size) * 656;
+  const int64_t bpt = layout.bytes_per_token;
+  // v4 blocks are padded to a multiple of the 576-byte token stride, as the serving stacks allocate them.
+  constexpr int64_t kV4Stride = sinkops::KvLayout<sinkops::KvCacheLayout::kV4>::kTokenStride;
+  const int64_t block_stride = v4 ? (block_size * bpt + kV4Stride - 1) / kV4Stride * kV4Stride : block_size * bpt;
 
   uint8_t* cache;
   CHECK_CUDA(cudaMalloc(&cache, num_blocks * block_stride));
@@ -116,7 +123,7 @@ void run_case(const Case& c, int num_sms) {
   p.d_qk = d_qk;
   p.d_v = 512;
   p.sm_scale = 1.0f / 24.0f;
-  p.workspace_bytes = sinkops::cuda::sparse_mla_decode_workspace_bytes(p, num_sms);
+  p.workspace_bytes = sinkops::cuda::sparse_mla_decode_plan(p);  // sets p.num_splits, p.tiles_per_split
   if (p.workspace_bytes > 0) CHECK_CUDA(cudaMalloc(&p.workspace, p.workspace_bytes));
 
   cudaStream_t stream;
@@ -184,6 +191,6 @@ int main() {
   };
   std::printf("sparse MLA decode, %d SMs; floor = max(gathered bytes / 4.8 TB/s, FLOPs / 790 TFLOP/s)\n", num_sms);
   std::printf("| %-32s | %8s | %7s | %8s | %8s |\n", "case", "us", "TFLOP/s", "floor us", "FlashMLA");
-  for (const Case& c : cases) run_case(c, num_sms);
+  for (const Case& c : cases) run_case(c);
   return 0;
 }

@@ -1,7 +1,14 @@
-// How a kernel names its dynamic shared memory and how the host launches it. Two macros, so
-// that with SINKOPS_CUDA_EMU (the g++ build of tools/cuda_emu) both come from the CPU emulator
-// and the kernels' C++ runs unchanged on the CPU.
+// How kernels name their dynamic shared memory and how the host launches them. The two macros
+// come from the CPU emulator under SINKOPS_CUDA_EMU (the g++ build of tools/cuda_emu), so the
+// kernels' C++ runs unchanged on the CPU; the host helpers below work in both builds.
 #pragma once
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <string>
+
+#include "sinkops/error.h"
+
 #ifdef SINKOPS_CUDA_EMU
 #include "sinkops_cuda_emu/launch.h"
 #else
@@ -10,3 +17,56 @@
 // SINKOPS_LAUNCH(kernel, grid, block, smem, stream)(args...) == kernel<<<grid, block, smem, stream>>>(args...)
 #define SINKOPS_LAUNCH(kernel, grid, block, smem, stream) kernel<<<grid, block, smem, stream>>>
 #endif
+
+namespace sinkops::cuda {
+
+constexpr int kMaxDevices = 64;
+
+inline void check_cuda(cudaError_t err, const std::string& what) {
+  if (err != cudaSuccess) throw Error(what + ": " + cudaGetErrorString(err));
+}
+// After a launch: a bad configuration is reported here, on the host, before anything runs.
+inline void check_launch(const std::string& what) { check_cuda(cudaGetLastError(), what + " launch"); }
+
+inline int current_device() {
+  int device = 0;
+  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+  if (device < 0 || device >= kMaxDevices) throw Error("device index " + std::to_string(device) + " out of range");
+  return device;
+}
+
+// Facts about a device that launches need, read once per device (each query costs host time).
+struct DeviceInfo {
+  int sm_count = 0;
+  int smem_optin = 0;  // bytes of dynamic shared memory one block may opt in to
+};
+inline const DeviceInfo& device_info(int device) {
+  static std::atomic<const DeviceInfo*> cache[kMaxDevices];
+  const DeviceInfo* info = cache[device].load(std::memory_order_acquire);
+  if (info != nullptr) return *info;
+  auto* fresh = new DeviceInfo;  // lives for the process (one per device)
+  check_cuda(cudaDeviceGetAttribute(&fresh->sm_count, cudaDevAttrMultiProcessorCount, device), "SM count query");
+  check_cuda(cudaDeviceGetAttribute(&fresh->smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
+             "shared memory query");
+  const DeviceInfo* expected = nullptr;
+  if (cache[device].compare_exchange_strong(expected, fresh)) return *fresh;
+  delete fresh;  // another thread got there first
+  return *expected;
+}
+
+// Lets kKernel use `bytes` of dynamic shared memory on the current device. The limit is a property
+// of the function on each device, so it is raised once rather than on every launch.
+template <auto kKernel>
+void reserve_dynamic_smem(int bytes, const char* what) {
+  static std::atomic<int> reserved[kMaxDevices];
+  if (bytes <= 48 * 1024) return;
+  const int device = current_device();
+  if (reserved[device].load(std::memory_order_relaxed) >= bytes) return;
+  check_cuda(cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes),
+             std::string(what) + ": cannot reserve " + std::to_string(bytes) + " bytes of shared memory");
+  int seen = reserved[device].load(std::memory_order_relaxed);
+  while (seen < bytes && !reserved[device].compare_exchange_weak(seen, bytes)) {
+  }
+}
+
+}  // namespace sinkops::cuda

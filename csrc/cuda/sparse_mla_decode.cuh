@@ -11,7 +11,8 @@
 //      += P V over all 32 keys. Splitting O by columns keeps 128 fp32 accumulators per thread.
 // With one split the kernel finalizes in place (sink, lse); with several it writes unnormalized
 // partials (o, max, sum) to the workspace and sparse_mla_decode_combine_kernel merges them and
-// applies the sink exactly once.
+// applies the sink exactly once (both through sink_policy.cuh). The byte layouts come from
+// sinkops/kv_cache_layout.h.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -23,7 +24,8 @@
 
 #include "kernel_launch.cuh"
 #include "mma_sm80.cuh"
-#include "sinkops/common.h"
+#include "sink_policy.cuh"
+#include "sinkops/kv_cache_layout.h"
 #include "sinkops/sparse_mla_params.h"
 
 namespace sinkops::cuda::sparse_mla_decode {
@@ -35,32 +37,14 @@ constexpr int kKeysPerTile = 32;
 constexpr int kThreads = 256;  // 8 warps: 4 head groups of 16 x 2 key halves / value halves
 constexpr int kDv = 512;
 constexpr int kDvPerWarp = kDv / 2;
-// One raw key slot: >= 656 B (v32 token) and >= 576 + 8 B (v4 token + its scale bytes), 16 B aligned.
+// One raw key slot: a v32 token, or a v4 token and its scale bytes; 16 B aligned.
 constexpr int kRawBytesPerKey = 672;
+static_assert(kRawBytesPerKey >= KvLayout<KvCacheLayout::kV32>::kTokenStride &&
+              kRawBytesPerKey >= KvLayout<KvCacheLayout::kV4>::kTokenStride + KvLayout<KvCacheLayout::kV4>::kScaleBytes,
+              "raw slot too small");
 // Row padding (bf16 elements) so that consecutive smem rows start 16 B apart modulo 128 B:
 // the 8 row addresses of every ldmatrix hit distinct banks.
 constexpr int kSmemPad = 8;
-constexpr float kLog2e = 1.4426950408889634f;
-constexpr float kLn2 = 0.6931471805599453f;
-
-template <KvCacheLayout L>
-struct LayoutTraits;
-template <>
-struct LayoutTraits<KvCacheLayout::kV4> {
-  static constexpr int kDqk = 512;         // 448 dequantized fp8 + 64 bf16 rope
-  static constexpr int kFp8 = 448;
-  static constexpr int kTokenBytes = 576;  // bytes copied per token from the token area
-  static constexpr int kRopeOffset = 448;  // byte offset of the bf16 rope inside the token
-  static constexpr int kScaleGroup = 64;   // fp8 values per e8m0 scale byte
-};
-template <>
-struct LayoutTraits<KvCacheLayout::kV32> {
-  static constexpr int kDqk = 576;         // 512 dequantized fp8 + 64 bf16 rope
-  static constexpr int kFp8 = 512;
-  static constexpr int kTokenBytes = 656;  // 512 fp8 | 4 x fp32 scale | 64 bf16 rope
-  static constexpr int kRopeOffset = 528;
-  static constexpr int kScaleGroup = 128;  // fp8 values per fp32 scale
-};
 
 template <int D>
 struct SharedStorage {
@@ -73,29 +57,23 @@ struct SharedStorage {
   int key_valid[2][kKeysPerTile];
 };
 
-// Split-k choice: a function of shapes and the SM count only (no host sync, graph capturable).
-struct SplitPlan {
-  int num_splits = 1;
-  int tiles_per_split = 0;
-};
+// The key list of a row: the main pool's top-k, then the extra pool's (topk 0 when absent).
+__host__ __device__ inline int total_topk(const SparseMlaDecodeParams& p) { return p.pool.topk + p.extra.topk; }
 
-__host__ __device__ inline int total_topk(const SparseMlaDecodeParams& p) {
-  return p.pool.topk + (p.extra.cache != nullptr ? p.extra.topk : 0);
-}
-
-inline SplitPlan choose_split_plan(const SparseMlaDecodeParams& p, int num_sms) {
-  SplitPlan plan;
+// The split-k plan (cuda_api.h: sparse_mla_decode_plan): a function of shapes and the SM count
+// only, so it is graph capturable. Splits only when b * s_q * head blocks CTAs leave SMs idle.
+inline void plan_splits(SparseMlaDecodeParams& p, int num_sms) {
   const int tiles = (total_topk(p) + kKeysPerTile - 1) / kKeysPerTile;
-  plan.tiles_per_split = tiles;
+  p.num_splits = 1;
+  p.tiles_per_split = tiles;
   const int64_t head_blocks = (p.h_q + kHeadsPerCta - 1) / kHeadsPerCta;
   const int64_t ctas = int64_t(p.b) * p.s_q * head_blocks;
-  if (tiles <= 1 || ctas <= 0 || ctas >= num_sms) return plan;
+  if (tiles <= 1 || ctas <= 0 || ctas >= num_sms) return;
   // One CTA per SM fits (about 160 KB smem), so fill exactly one wave: floor, never a second wave.
   int splits = int(num_sms / ctas);
   splits = splits < tiles ? splits : tiles;
-  plan.tiles_per_split = (tiles + splits - 1) / splits;
-  plan.num_splits = (tiles + plan.tiles_per_split - 1) / plan.tiles_per_split;  // no empty split
-  return plan;
+  p.tiles_per_split = (tiles + splits - 1) / splits;
+  p.num_splits = (tiles + p.tiles_per_split - 1) / p.tiles_per_split;  // no empty split
 }
 
 // Workspace: unnormalized partial outputs [rows][splits][h_q][512] f32, then (max, sum) [rows][splits][h_q].
@@ -135,9 +113,9 @@ __device__ __forceinline__ uint4 dequant_8_e4m3(uint2 raw, float scale) {
 // Issues the cp.async copies of the tile whose first key position is `pos0` into raw[buf] and
 // records which of its keys are valid. Thread layout: 8 threads per key.
 template <KvCacheLayout L>
-__device__ __forceinline__ void issue_tile_loads(const SparseMlaDecodeParams& p, SharedStorage<LayoutTraits<L>::kDqk>& s,
+__device__ __forceinline__ void issue_tile_loads(const SparseMlaDecodeParams& p, SharedStorage<KvLayout<L>::kDqk>& s,
                                                  int buf, int pos0, int split_end, int bi, int si) {
-  using T = LayoutTraits<L>;
+  using T = KvLayout<L>;
   const int key = threadIdx.x / 8, j = threadIdx.x % 8;
   const int pos = pos0 + key;
   const uint8_t* token = nullptr;
@@ -152,24 +130,25 @@ __device__ __forceinline__ void issue_tile_loads(const SparseMlaDecodeParams& p,
       if (idx >= 0 && int64_t(idx) < pool.num_blocks * pool.block_size) {
         const int64_t block = idx / pool.block_size, off = idx % pool.block_size;
         const uint8_t* base = pool.cache + block * pool.block_stride;
-        token = base + off * T::kTokenBytes;
-        if constexpr (L == KvCacheLayout::kV4) scales = base + int64_t(pool.block_size) * 576 + off * 8;
+        token = base + off * T::kTokenStride;
+        if constexpr (L == KvCacheLayout::kV4) scales = base + T::scale_offset(pool.block_size, off);
       }
     }
   }
   if (j == 0) s.key_valid[buf][key] = token != nullptr;
   if (token == nullptr) return;
   uint8_t* dst = s.raw[buf][key];
-  for (int c = j; c < T::kTokenBytes / 16; c += 8) cp_async_16(dst + c * 16, token + c * 16);
+  for (int c = j; c < T::kTokenStride / 16; c += 8) cp_async_16(dst + c * 16, token + c * 16);
   if constexpr (L == KvCacheLayout::kV4) {
-    if (j == 7) cp_async_8(dst + 576, scales);
+    static_assert(T::kScaleBytes == 8, "one 8-byte copy of the scales");
+    if (j == 7) cp_async_8(dst + T::kTokenStride, scales);  // the scales land right after the token
   }
 }
 
 // raw[buf] -> kv (bf16). Invalid keys become zero rows: their P is 0, and 0 * garbage could be NaN.
 template <KvCacheLayout L>
-__device__ __forceinline__ void dequantize_tile(SharedStorage<LayoutTraits<L>::kDqk>& s, int buf) {
-  using T = LayoutTraits<L>;
+__device__ __forceinline__ void dequantize_tile(SharedStorage<KvLayout<L>::kDqk>& s, int buf) {
+  using T = KvLayout<L>;
   const int key = threadIdx.x / 8, j = threadIdx.x % 8;
   __nv_bfloat16* dst = s.kv[key];
   const uint8_t* src = s.raw[buf][key];
@@ -177,26 +156,26 @@ __device__ __forceinline__ void dequantize_tile(SharedStorage<LayoutTraits<L>::k
     for (int c = j; c < T::kDqk / 8; c += 8) *reinterpret_cast<uint4*>(dst + c * 8) = make_uint4(0, 0, 0, 0);
     return;
   }
-  for (int c = j; c < T::kFp8 / 8; c += 8) {
+  for (int c = j; c < T::kNope / 8; c += 8) {
     float scale;
     if constexpr (L == KvCacheLayout::kV32) {
-      scale = reinterpret_cast<const float*>(src + 512)[c * 8 / T::kScaleGroup];
+      scale = reinterpret_cast<const float*>(src + T::kScaleOffset)[c * 8 / T::kScaleGroup];
     } else {
-      scale = e8m0_to_float(src[576 + c * 8 / T::kScaleGroup]);
+      scale = e8m0_to_float(src[T::kTokenStride + c * 8 / T::kScaleGroup]);
     }
     const uint2 raw8 = *reinterpret_cast<const uint2*>(src + c * 8);
     *reinterpret_cast<uint4*>(dst + c * 8) = dequant_8_e4m3(raw8, scale);
   }
   // 64 bf16 rope values = 8 x 16 B, one chunk per thread of the key.
-  *reinterpret_cast<uint4*>(dst + T::kFp8 + j * 8) = *reinterpret_cast<const uint4*>(src + T::kRopeOffset + j * 16);
+  static_assert(T::kRope == 64, "one 16-byte chunk of rope per thread of the key");
+  *reinterpret_cast<uint4*>(dst + T::kNope + j * 8) = *reinterpret_cast<const uint4*>(src + T::kRopeOffset + j * 16);
 }
 
 // grid: (head blocks, splits, b * s_q); block: kThreads; dynamic smem: SharedStorage<D>.
 template <KvCacheLayout L>
 __global__ void __launch_bounds__(kThreads, 1)
-    sparse_mla_decode_kernel(const __grid_constant__ SparseMlaDecodeParams p, int tiles_per_split,
-                             int num_splits) {
-  using T = LayoutTraits<L>;
+    sparse_mla_decode_kernel(const __grid_constant__ SparseMlaDecodeParams p) {
+  using T = KvLayout<L>;
   constexpr int D = T::kDqk;
   SINKOPS_DYNAMIC_SMEM(smem_bytes, 16);
   auto& s = *reinterpret_cast<SharedStorage<D>*>(smem_bytes);
@@ -210,6 +189,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int kh = warp / 4;  // key half for S, value-column half for O
   const int g = lane / 4, tq = lane % 4;
 
+  const int num_splits = p.num_splits, tiles_per_split = p.tiles_per_split;
   const int total = total_topk(p);
   const int split_begin = split * tiles_per_split * kKeysPerTile;
   int split_end = split_begin + tiles_per_split * kKeysPerTile;
@@ -238,7 +218,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   for (int n = 0; n < kDvPerWarp / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
   float m[2] = {-INFINITY, -INFINITY};  // running max of log2-scaled logits, rows g and g + 8
   float l[2] = {0.f, 0.f};              // running sum over this warp's key half only
-  const float scale_log2 = p.sm_scale * kLog2e;
+  const float scale_log2 = p.sm_scale * sink::kLog2e;
   const int hrow[2] = {hg * 16 + g, hg * 16 + g + 8};
 
   for (int t = 0; t < num_tiles; ++t) {
@@ -334,18 +314,14 @@ __global__ void __launch_bounds__(kThreads, 1)
     const float sum = s.row_sum_part[0][hrow[r]] + s.row_sum_part[1][hrow[r]];
     const int col0 = kh * kDvPerWarp + 2 * tq;
     if (num_splits == 1) {
-      const bool empty = m[r] == -INFINITY;
-      // sink +inf -> factor 0 -> zero row; sink -inf -> sum + 0 == sum bitwise; no sink -> + 0 too.
-      const float sink_term = (p.attn_sink != nullptr && !empty) ? exp2f(p.attn_sink[h] * kLog2e - m[r]) : 0.f;
-      const float inv = empty ? 0.f : 1.f / (sum + sink_term);
+      const sink::RowFinish f = sink::NullSink::finish(m[r], sum, sink::load_log2(p.attn_sink, h));
       auto* out = static_cast<__nv_bfloat16*>(p.out) + ((int64_t(row) * p.h_q) + h) * kDv;
 #pragma unroll
       for (int n = 0; n < kDvPerWarp / 8; ++n) {
-        *reinterpret_cast<uint32_t*>(out + col0 + n * 8) = pack_bf16x2(o[n][2 * r] * inv, o[n][2 * r + 1] * inv);
+        *reinterpret_cast<uint32_t*>(out + col0 + n * 8) =
+            pack_bf16x2(o[n][2 * r] * f.out_scale, o[n][2 * r + 1] * f.out_scale);
       }
-      if (kh == 0 && tq == 0) {
-        p.lse[(int64_t(bi) * p.h_q + h) * p.s_q + si] = empty ? INFINITY : (m[r] + log2f(sum)) * kLn2;
-      }
+      if (kh == 0 && tq == 0) p.lse[(int64_t(bi) * p.h_q + h) * p.s_q + si] = f.lse;
     } else {
       const int64_t part = (int64_t(row) * num_splits + split) * p.h_q + h;
       float* ws_o = static_cast<float*>(p.workspace) + part * kDv;
@@ -361,22 +337,18 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 }
 
-// Per-layout launch of the main kernel, defined in sparse_mla_decode_v4.cu / _v32.cu so the two
-// instantiations compile in parallel.
-void launch_sparse_mla_decode_v4(const SparseMlaDecodeParams& p, const SplitPlan& plan, cudaStream_t stream);
-void launch_sparse_mla_decode_v32(const SparseMlaDecodeParams& p, const SplitPlan& plan, cudaStream_t stream);
-
+// Per-layout launch of the main kernel, instantiated in sparse_mla_decode_v4.cu / _v32.cu so the
+// two compile in parallel.
 template <KvCacheLayout L>
-void launch_sparse_mla_decode_kernel(const SparseMlaDecodeParams& p, const SplitPlan& plan, cudaStream_t stream) {
-  constexpr int kSmem = int(sizeof(SharedStorage<LayoutTraits<L>::kDqk>));
-  auto kernel = sparse_mla_decode_kernel<L>;
-  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem) != cudaSuccess) {
-    throw Error(std::string("sparse_mla_decode: cannot reserve shared memory: ") + cudaGetErrorString(cudaGetLastError()));
-  }
-  const dim3 grid((p.h_q + kHeadsPerCta - 1) / kHeadsPerCta, plan.num_splits, p.b * p.s_q);
-  SINKOPS_LAUNCH(kernel, grid, kThreads, kSmem, stream)(p, plan.tiles_per_split, plan.num_splits);
-  const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess) throw Error(std::string("sparse_mla_decode kernel launch: ") + cudaGetErrorString(err));
+void launch_decode_kernel(const SparseMlaDecodeParams& p, cudaStream_t stream) {
+  constexpr int kSmem = int(sizeof(SharedStorage<KvLayout<L>::kDqk>));
+  constexpr auto kernel = sparse_mla_decode_kernel<L>;
+  reserve_dynamic_smem<kernel>(kSmem, "sparse_mla_decode");
+  const dim3 grid((p.h_q + kHeadsPerCta - 1) / kHeadsPerCta, p.num_splits, p.b * p.s_q);
+  SINKOPS_LAUNCH(kernel, grid, kThreads, kSmem, stream)(p);
+  check_launch("sparse_mla_decode");
 }
+extern template void launch_decode_kernel<KvCacheLayout::kV4>(const SparseMlaDecodeParams&, cudaStream_t);
+extern template void launch_decode_kernel<KvCacheLayout::kV32>(const SparseMlaDecodeParams&, cudaStream_t);
 
 }  // namespace sinkops::cuda::sparse_mla_decode

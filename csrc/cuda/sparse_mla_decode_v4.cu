@@ -1,10 +1,6 @@
-// Instantiation of the sparse MLA decode kernel for the "v4" cache layout (d_qk 512).
+// Instantiation of the sparse MLA decode kernel for the "v4" cache layout.
 #include "sparse_mla_decode.cuh"
 
 namespace sinkops::cuda::sparse_mla_decode {
-
-void launch_sparse_mla_decode_v4(const SparseMlaDecodeParams& p, const SplitPlan& plan, cudaStream_t stream) {
-  launch_sparse_mla_decode_kernel<KvCacheLayout::kV4>(p, plan, stream);
-}
-
+template void launch_decode_kernel<KvCacheLayout::kV4>(const SparseMlaDecodeParams&, cudaStream_t);
 }  // namespace sinkops::cuda::sparse_mla_decode

@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "kernel_launch.cuh"
 #include "sinkops/cuda_api.h"
 #include "sparse_mla_prefill_launch.cuh"
 
@@ -13,31 +14,39 @@ namespace {
 bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15) == 0; }
 }  // namespace
 
+// Heads per CTA tile: the smallest of 16 / 32 / 64 that holds h_q (more heads: ceil(h_q / 64) CTAs).
+static int m_tiles(int h_q) { return h_q <= 16 ? 1 : (h_q <= 32 ? 2 : 4); }
+
+std::string sparse_mla_prefill_unsupported(const SparseMlaPrefillParams& p) {
+  if (p.d_qk != 512 && p.d_qk != 576) return "d_qk must be 512 or 576, got " + std::to_string(p.d_qk);
+  if (p.d_v != mla::kValueDim) return "d_v must be 512, got " + std::to_string(p.d_v);
+  // cp.async moves 16-byte chunks; stores write bf16 pairs.
+  if (p.q_row_stride % 8 || p.q_head_stride % 8 || p.kv_row_stride % 8) return "q and kv rows must be 16-byte aligned";
+  if (p.out_row_stride % 2 || p.out_head_stride % 2) return "out rows must be 4-byte aligned";
+  const int need = mla::PrefillSmemLayout(m_tiles(p.h_q), 1, p.d_qk).total(1);
+  const int smem_optin = device_info(current_device()).smem_optin;
+  if (need > smem_optin)
+    return "needs " + std::to_string(need) + " bytes of shared memory per block, this GPU allows " +
+           std::to_string(smem_optin);
+  return "";
+}
+
 void sparse_mla_prefill_fwd(const SparseMlaPrefillParams& p, void* stream) {
-  if (p.d_qk != 512 && p.d_qk != 576)
-    throw Error("sparse_mla_prefill: d_qk must be 512 or 576, got " + std::to_string(p.d_qk));
-  if (p.d_v != mla::kValueDim)
-    throw Error("sparse_mla_prefill: d_v must be 512, got " + std::to_string(p.d_v));
+  if (const std::string why = sparse_mla_prefill_unsupported(p); !why.empty())
+    throw Error("sparse_mla_prefill (cuda): " + why);
   if (p.s_q > 0x7fffffffLL) throw Error("sparse_mla_prefill: s_q must be < 2^31");
   if (p.s_kv > 0x7fffffffLL) throw Error("sparse_mla_prefill: s_kv must be < 2^31 (int32 indices)");
   if (p.s_q == 0 || p.h_q == 0) return;
-  // cp.async moves 16-byte chunks; stores write bf16 pairs.
-  if (!aligned16(p.q) || !aligned16(p.kv) || p.q_row_stride % 8 || p.q_head_stride % 8 ||
-      p.kv_row_stride % 8)
-    throw Error("sparse_mla_prefill: q and kv rows must be 16-byte aligned");
-  if ((reinterpret_cast<uintptr_t>(p.out) & 3) || p.out_row_stride % 2 || p.out_head_stride % 2)
-    throw Error("sparse_mla_prefill: out rows must be 4-byte aligned");
+  if (!aligned16(p.q) || !aligned16(p.kv)) throw Error("sparse_mla_prefill: q and kv rows must be 16-byte aligned");
+  if (reinterpret_cast<uintptr_t>(p.out) & 3) throw Error("sparse_mla_prefill: out rows must be 4-byte aligned");
 
-  int device = 0, smem_optin = 0;
-  cudaGetDevice(&device);
-  cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
-  mla::check_launch("sparse_mla_prefill: device query");
-
+  const int smem_optin = device_info(current_device()).smem_optin;
   auto s = static_cast<cudaStream_t>(stream);
-  // Smallest tile that holds the heads; > 32 heads run as ceil(h_q / 64) CTAs of 64 heads per row.
-  if (p.h_q <= 16) return mla::launch_prefill_h16(p, s, smem_optin);
-  if (p.h_q <= 32) return mla::launch_prefill_h32(p, s, smem_optin);
-  mla::launch_prefill_h64(p, s, smem_optin);
+  switch (m_tiles(p.h_q)) {
+    case 1: return mla::launch_prefill_h16(p, s, smem_optin);
+    case 2: return mla::launch_prefill_h32(p, s, smem_optin);
+    default: return mla::launch_prefill_h64(p, s, smem_optin);
+  }
 }
 
 }  // namespace sinkops::cuda

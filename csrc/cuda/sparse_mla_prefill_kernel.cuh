@@ -11,13 +11,14 @@
 //   O += P V  : P (bf16, 16 x 64) goes through shared memory and warp `part` accumulates
 //               16 heads x (512 / kWarpsPerM) value channels: at most 128 fp32 registers/thread.
 // The running sum l stays per warp (all warps of a group scale by the same max) and is
-// combined once at the end.
+// combined once at the end; the null sink is folded then (sink_policy.cuh).
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include "sinkops/sparse_mla_params.h"
 #include "kernel_launch.cuh"
+#include "sink_policy.cuh"
 #include "sparse_mla_common.cuh"
 
 namespace sinkops::cuda::mla {
@@ -116,7 +117,7 @@ __global__ void __launch_bounds__(kPrefillThreads, 1)
   for (int i = 0; i < kOTiles; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
   float row_max[2] = {-INFINITY, -INFINITY};  // rows g and g + 8, log2 units
   float row_sum[2] = {0.f, 0.f};              // this thread's columns only
-  const float scale_log2 = p.sm_scale * kLog2e;
+  const float scale_log2 = p.sm_scale * sink::kLog2e;
   const int group_barrier = 1 + m_tile;
   const int group_threads = 32 * kWarpsPerM;
   const int key0 = part * kKeysPerWarp;
@@ -264,7 +265,7 @@ __global__ void __launch_bounds__(kPrefillThreads, 1)
   for (int r = 0; r < 2; ++r) {
     const int head = head0 + m_tile * 16 + g + 8 * r;
     if (head >= p.h_q) continue;
-    const RowFinish f = finish_row(row_max[r], row_sum[r], p.attn_sink, head);
+    const sink::RowFinish f = sink::NullSink::finish(row_max[r], row_sum[r], sink::load_log2(p.attn_sink, head));
     __nv_bfloat16* orow = out + (int64_t)head * p.out_head_stride + dv0 + 2 * t;
 #pragma unroll
     for (int i = 0; i < kOTiles; ++i)

@@ -6,25 +6,18 @@
 
 #include <string>
 
-#include "sinkops/common.h"
+#include "kernel_launch.cuh"
 #include "sparse_mla_prefill_kernel.cuh"
 
 namespace sinkops::cuda::mla {
 
-inline void check_launch(const char* what) {
-  const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess) throw Error(std::string(what) + ": " + cudaGetErrorString(err));
-}
-
 template <int kMTiles, int kStages>
 void launch_prefill_config(const SparseMlaPrefillParams& p, cudaStream_t stream, int smem_bytes) {
-  auto kernel = sparse_mla_prefill_kernel<kMTiles, kStages>;
-  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes) !=
-      cudaSuccess)
-    check_launch("sparse_mla_prefill: cudaFuncSetAttribute");
+  constexpr auto kernel = sparse_mla_prefill_kernel<kMTiles, kStages>;
+  reserve_dynamic_smem<kernel>(smem_bytes, "sparse_mla_prefill");
   const dim3 grid(static_cast<unsigned>(p.s_q), static_cast<unsigned>((p.h_q + 16 * kMTiles - 1) / (16 * kMTiles)));
   SINKOPS_LAUNCH(kernel, grid, kPrefillThreads, smem_bytes, stream)(p);
-  check_launch("sparse_mla_prefill_kernel launch");
+  check_launch("sparse_mla_prefill");
 }
 
 // Double-buffered KV when it fits (H100/H200: 227 KB per block), else a single stage

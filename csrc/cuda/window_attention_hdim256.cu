@@ -1,5 +1,5 @@
-// Instantiation: window attention forward, padded head dim 256, bf16 and fp16.
-#include "window_attention_launch.cuh"
+// Instantiation: window attention forward, padded head dim 256, bf16 / fp16 x key0 / null sinks.
+#include "window_attention_kernel.cuh"
 
 namespace sinkops::cuda::window_attention {
 SINKOPS_INSTANTIATE_WINDOW_ATTENTION(256)

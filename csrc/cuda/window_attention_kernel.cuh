@@ -10,7 +10,10 @@
 //    inside every row's window skip the per-element mask.
 //  * Key tiles start at the CTA's first visible key (not at a multiple of kBlockN), so the
 //    segment's key 0, when visible at all, is column 0 of tile 0: the key0 sink is one branch
-//    on `tile start == 0`; the null sink is a per-row scalar fold in the epilogue.
+//    on `tile start == 0`; the null sink is a per-row scalar fold in the epilogue. Both come
+//    from the shared sink policy (sink_policy.cuh), a template argument of the kernel.
+//  * cu_seqlens values are clamped to the packed tensors (params header), so no value of them
+//    can make a load or store leave q, k, v, out or lse.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -20,7 +23,9 @@
 
 #include "kernel_launch.cuh"
 #include "mma_sm80.cuh"
+#include "sink_policy.cuh"
 #include "sinkops/window_attention_params.h"
+#include "window_attention_launch.cuh"
 
 namespace sinkops::cuda::window_attention {
 
@@ -56,16 +61,6 @@ struct Traits {
   static constexpr int kStages = SINKOPS_WA_STAGES;
   static constexpr int kSmemBytes = (kSmemQElems + 2 * kStages * kSmemKvElems) * 2;  // Q + kStages x (K, V)
   static_assert(kHeadDim % 16 == 0 && kBlockN % 16 == 0, "mma k/n granularity");
-};
-
-// Runtime shape of the launch, computed once on the host (window_attention.cu).
-struct LaunchShape {
-  int group;               // h_q / h_k
-  int heads_per_cta;       // Hc: query heads of one kv head folded into M (divides group)
-  int positions_per_cta;   // P = kBlockM / Hc (multiple of 16)
-  int head_blocks_per_kv;  // group / Hc
-  int vec_loads;           // 1: every row start is 16-byte aligned and d, d_v % 8 == 0 -> cp.async
-  float scale_log2;        // scale * log2(e): logits are kept in log2 units
 };
 
 template <typename T>
@@ -130,15 +125,24 @@ __device__ __forceinline__ void row_bounds(int64_t i, int64_t off, int left, int
   hi = static_cast<int>(h);
 }
 
-template <typename T, int kHeadDim>
+// Segment bounds from cu_seqlens, clamped so that any int32 values stay inside the packed
+// tensor: [lo, hi) with 0 <= lo <= hi <= total (a decreasing segment is empty).
+__device__ __forceinline__ void segment_bounds(const int32_t* cu, int b, int64_t total, int64_t& lo, int& len) {
+  int64_t a = cu[b], e = cu[b + 1];
+  a = a < 0 ? 0 : (a > total ? total : a);
+  e = e < a ? a : (e > total ? total : e);
+  lo = a;
+  len = static_cast<int>(e - a);  // cu values are int32, so a segment fits int32
+}
+
+// Sink: sink::Key0Sink or sink::NullSink (no sink = NullSink without a sinks tensor).
+template <typename T, int kHeadDim, typename Sink>
 __global__ void __launch_bounds__(Traits<kHeadDim>::kThreads, Traits<kHeadDim>::kMinBlocksPerSm)
     window_attention_fwd_kernel(const WindowAttentionParams p, const LaunchShape shape) {
   using Tr = Traits<kHeadDim>;
   constexpr int kBlockN = Tr::kBlockN;
   constexpr int kChunksN = kBlockN / 16;  // 16-key chunks per tile (unit of skipping)
   constexpr int kStepsD = kHeadDim / 16;  // mma k-steps over the head dim
-  constexpr float kLn2 = 0.69314718055994530942f;
-  constexpr float kLog2e = 1.44269504088896340736f;
 
   SINKOPS_DYNAMIC_SMEM(smem_raw, 16);
   T* sQ = reinterpret_cast<T*>(smem_raw);
@@ -159,9 +163,10 @@ __global__ void __launch_bounds__(Traits<kHeadDim>::kThreads, Traits<kHeadDim>::
   const bool vec = shape.vec_loads != 0;
 
   for (int b = blockIdx.z; b < p.batch; b += gridDim.z) {
-    const int64_t q_start = p.cu_seqlens_q[b], k_start = p.cu_seqlens_k[b];
-    const int sq = p.cu_seqlens_q[b + 1] - static_cast<int>(q_start);
-    const int sk = p.cu_seqlens_k[b + 1] - static_cast<int>(k_start);
+    int64_t q_start, k_start;
+    int sq, sk;
+    segment_bounds(p.cu_seqlens_q, b, p.total_q, q_start, sq);
+    segment_bounds(p.cu_seqlens_k, b, p.total_k, k_start, sk);
     const int pos0 = blockIdx.x * P;  // < max_seqlen_q: no overflow
     if (pos0 >= sq) continue;  // CTA-uniform
     const int64_t off = int64_t(sk) - sq;
@@ -223,8 +228,7 @@ __global__ void __launch_bounds__(Traits<kHeadDim>::kThreads, Traits<kHeadDim>::
     // ldmatrix source rows: A operand (Q) lanes 0-15 rows 0-15 col 0, lanes 16-31 col 8.
     const T* sQ_warp = sQ + (warp * 16) * Tr::kRowPitch;
     const uint32_t q_lane_addr = smem_addr(sQ_warp + (lane % 16) * Tr::kRowPitch + (lane / 16) * 8);
-    const int sink_mode = static_cast<int>(p.sink_mode);
-    const float sink_log2 = sink_mode != 0 ? p.sinks[warp_head] * kLog2e : 0.f;
+    const float sink_log2 = sink::load_log2(p.sinks, warp_head);
 
     for (int tile = 0, buf = 0; tile < n_tiles; ++tile, buf = buf + 1 == Tr::kStages ? 0 : buf + 1) {
       cp_async_wait<Tr::kStages - 2>();  // tile `tile` (and Q) landed
@@ -279,7 +283,7 @@ __global__ void __launch_bounds__(Traits<kHeadDim>::kThreads, Traits<kHeadDim>::
         }
 
         // Logits in log2 units, key0 sink, window mask, row max.
-        const bool key0_tile = sink_mode == static_cast<int>(SinkMode::kKey0) && kt == 0;
+        const bool key0_tile = Sink::kKey0Bias && kt == 0;
         float m_tile[2] = {-INFINITY, -INFINITY};
 #pragma unroll
         for (int kc = 0; kc < kChunksN; ++kc) {
@@ -356,22 +360,13 @@ __global__ void __launch_bounds__(Traits<kHeadDim>::kThreads, Traits<kHeadDim>::
     cp_async_wait<0>();
     __syncthreads();
 
-    // Epilogue: normalize, fold the null sink, stage this warp's 16 rows in its own sQ rows.
+    // Epilogue: normalize (the sink policy folds a null sink), stage this warp's 16 rows in its own sQ rows.
     float inv[2], lse[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      const float l = quad_sum(l_row[r]);
-      const float m = m_row[r];
-      if (m == -INFINITY) {  // sees no key: out = 0, lse = +inf, whatever the sink
-        inv[r] = 0.f;
-        lse[r] = INFINITY;
-      } else {
-        float den = l;
-        // null sink -inf is skipped, so the result is bitwise the no-sink result.
-        if (sink_mode == static_cast<int>(SinkMode::kNull) && sink_log2 != -INFINITY) den += exp2f(sink_log2 - m);
-        inv[r] = 1.f / den;  // den = +inf (null sink +inf) -> row of zeros
-        lse[r] = m * kLn2 + logf(l);
-      }
+      const sink::RowFinish f = Sink::finish(m_row[r], quad_sum(l_row[r]), sink_log2);
+      inv[r] = f.out_scale;
+      lse[r] = f.lse;
     }
     T* sO = const_cast<T*>(sQ_warp);
 #pragma unroll
@@ -384,7 +379,7 @@ __global__ void __launch_bounds__(Traits<kHeadDim>::kThreads, Traits<kHeadDim>::
     }
     __syncwarp();
     if (warp_live) {
-      if (t4 == 0) {
+      if (t4 == 0 && p.lse != nullptr) {
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
           const int row = g + 8 * r;  // position a + row
@@ -413,5 +408,32 @@ __global__ void __launch_bounds__(Traits<kHeadDim>::kThreads, Traits<kHeadDim>::
     __syncthreads();  // smem is reused by the next segment this CTA serves
   }
 }
+
+template <int kHeadDim>
+TileInfo tile_info() {
+  using Tr = Traits<kHeadDim>;
+  return TileInfo{Tr::kBlockM, Tr::kWarps, Tr::kSmemBytes};
+}
+
+template <typename T, int kHeadDim, typename Sink>
+void launch(const WindowAttentionParams& p, const LaunchShape& shape, dim3 grid, cudaStream_t stream) {
+  using Tr = Traits<kHeadDim>;
+  constexpr auto kernel = window_attention_fwd_kernel<T, kHeadDim, Sink>;
+  reserve_dynamic_smem<kernel>(Tr::kSmemBytes, "window_attention");
+  SINKOPS_LAUNCH(kernel, grid, Tr::kThreads, Tr::kSmemBytes, stream)(p, shape);
+  check_launch("window_attention");
+}
+
+// The body of window_attention_hdim<D>.cu: every dtype x sink policy of head dim D.
+#define SINKOPS_INSTANTIATE_WINDOW_ATTENTION(D)                                                         \
+  template TileInfo tile_info<D>();                                                                     \
+  template void launch<__nv_bfloat16, D, sink::Key0Sink>(const WindowAttentionParams&, const LaunchShape&, \
+                                                         dim3, cudaStream_t);                           \
+  template void launch<__nv_bfloat16, D, sink::NullSink>(const WindowAttentionParams&, const LaunchShape&, \
+                                                         dim3, cudaStream_t);                           \
+  template void launch<__half, D, sink::Key0Sink>(const WindowAttentionParams&, const LaunchShape&, dim3,  \
+                                                  cudaStream_t);                                        \
+  template void launch<__half, D, sink::NullSink>(const WindowAttentionParams&, const LaunchShape&, dim3,  \
+                                                  cudaStream_t);
 
 }  // namespace sinkops::cuda::window_attention

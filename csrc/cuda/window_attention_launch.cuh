@@ -1,43 +1,41 @@
-// Launch of one (dtype, padded head dim) instantiation of the window attention kernel.
-// Instantiated once per head dim in window_attention_hdim<D>.cu (parallel builds; only the
-// head dims the dispatcher in window_attention.cu can pick are compiled).
+// Launch of one (dtype, padded head dim, sink policy) instantiation of the window attention
+// kernel. window_attention.cu sees only the declaration of `launch`; each
+// window_attention_hdim<D>.cu includes the kernel and instantiates its head dim, so the
+// instantiations compile in parallel and the dispatcher compiles no kernel.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
-#include <string>
-
-#include "window_attention_kernel.cuh"
+#include "sinkops/window_attention_params.h"
+#include "static_switch.cuh"
 
 namespace sinkops::cuda::window_attention {
 
-template <typename T, int kHeadDim>
-void launch(const WindowAttentionParams& p, const LaunchShape& shape, dim3 grid, cudaStream_t stream) {
-  using Tr = Traits<kHeadDim>;
-  auto kernel = window_attention_fwd_kernel<T, kHeadDim>;
-  if (Tr::kSmemBytes > 48 * 1024) {
-    // Per-function attribute; cheap, not a stream operation (fine under graph capture).
-    cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes);
-    if (e != cudaSuccess) throw Error(std::string("window_attention: cudaFuncSetAttribute: ") + cudaGetErrorString(e));
-  }
-  SINKOPS_LAUNCH(kernel, grid, Tr::kThreads, Tr::kSmemBytes, stream)(p, shape);
-  cudaError_t e = cudaGetLastError();
-  if (e != cudaSuccess) throw Error(std::string("window_attention: launch failed: ") + cudaGetErrorString(e));
-}
+// Head dims with a compiled kernel, ascending; window_attention.cu rounds max(d, d_v) up to one
+// of these. Adding one = one entry here + its instantiation file window_attention_hdim<D>.cu.
+using CompiledHeadDims = HeadDims<64, 80, 96, 128, 256>;
 
-// Head dims with a compiled kernel; window_attention.cu rounds max(d, d_v) up to one of these.
-#define SINKOPS_WINDOW_ATTENTION_HEAD_DIMS(X) X(64) X(80) X(96) X(128) X(256)
+// Runtime shape of the launch, computed once on the host (window_attention.cu).
+struct LaunchShape {
+  int group;               // h_q / h_k
+  int heads_per_cta;       // Hc: query heads of one kv head folded into M (divides group)
+  int positions_per_cta;   // P = kBlockM / Hc (multiple of 16)
+  int head_blocks_per_kv;  // group / Hc
+  int vec_loads;           // 1: every row start is 16-byte aligned and d, d_v % 8 == 0 -> cp.async
+  float scale_log2;        // scale * log2(e): logits are kept in log2 units
+};
 
-#define SINKOPS_DECLARE_WINDOW_ATTENTION(D)                                                                  \
-  extern template void launch<__nv_bfloat16, D>(const WindowAttentionParams&, const LaunchShape&, dim3, \
-                                                cudaStream_t);                                           \
-  extern template void launch<__half, D>(const WindowAttentionParams&, const LaunchShape&, dim3, cudaStream_t);
-SINKOPS_WINDOW_ATTENTION_HEAD_DIMS(SINKOPS_DECLARE_WINDOW_ATTENTION)
-#undef SINKOPS_DECLARE_WINDOW_ATTENTION
+// Tile facts the host needs before launching (rows per CTA, shared memory), per head dim.
+struct TileInfo {
+  int block_m;     // CTA rows = positions x folded heads
+  int warps;
+  int smem_bytes;
+};
+template <int kHeadDim>
+TileInfo tile_info();
 
-#define SINKOPS_INSTANTIATE_WINDOW_ATTENTION(D)                                                              \
-  template void launch<__nv_bfloat16, D>(const WindowAttentionParams&, const LaunchShape&, dim3, cudaStream_t); \
-  template void launch<__half, D>(const WindowAttentionParams&, const LaunchShape&, dim3, cudaStream_t);
+template <typename T, int kHeadDim, typename Sink>
+void launch(const WindowAttentionParams& p, const LaunchShape& shape, dim3 grid, cudaStream_t stream);
 
 }  // namespace sinkops::cuda::window_attention

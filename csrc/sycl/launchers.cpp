@@ -6,6 +6,7 @@
 
 #include "kernel_bundle_cache.h"
 #include "kernel_names.h"
+#include "sinkops/kv_cache_layout.h"
 #include "sycl_api.h"
 
 namespace sinkops::sycl_backend {
@@ -50,8 +51,10 @@ QueueRef resolve(void* queue) {
   return {*static_cast<sycl::queue*>(queue), false};
 }
 
+// The params struct goes to the kernel by value (the kernels include the same header), followed
+// by the few ints of work-group geometry the launcher chose.
 template <typename... Args>
-void launch(QueueRef q, const char* kernel_name, int64_t work_groups, Args... args) {
+void launch(QueueRef q, const char* kernel_name, int64_t work_groups, const Args&... args) {
   if (work_groups <= 0) return;
   sycl::kernel kernel = get_kernel(q.queue, kernel_name);
   try {
@@ -90,11 +93,7 @@ void window_attention_fwd(const WindowAttentionParams& p, void* queue) {
   const int num_head_chunks = static_cast<int>(ceil_div(group, head_chunk));
   const int num_q_tiles = static_cast<int>(ceil_div(p.max_seqlen_q, q_tile));
   const int64_t groups = static_cast<int64_t>(p.batch) * num_q_tiles * p.h_k * num_head_chunks;
-  launch(resolve(queue), window_kernel_name(p.dtype), groups, p.q, p.k, p.v, p.out, p.lse,
-         p.cu_seqlens_q, p.cu_seqlens_k, p.sinks, p.q_row_stride, p.q_head_stride, p.k_row_stride,
-         p.k_head_stride, p.v_row_stride, p.v_head_stride, p.out_row_stride, p.out_head_stride,
-         p.lse_head_stride, p.h_q, p.h_k, p.d, p.d_v, p.window_left, p.window_right,
-         static_cast<int>(p.sink_mode), p.scale, q_tile, head_chunk, num_q_tiles, num_head_chunks);
+  launch(resolve(queue), window_kernel_name(p.dtype), groups, p, q_tile, head_chunk, num_q_tiles, num_head_chunks);
 }
 
 void sparse_mla_prefill_fwd(const SparseMlaPrefillParams& p, void* queue) {
@@ -102,28 +101,18 @@ void sparse_mla_prefill_fwd(const SparseMlaPrefillParams& p, void* queue) {
     throw Error("SYCL sparse_mla_prefill supports d_qk <= 576 and d_v <= min(512, d_qk), got d_qk=" +
                 std::to_string(p.d_qk) + " d_v=" + std::to_string(p.d_v));
   const int num_head_chunks = static_cast<int>(ceil_div(p.h_q, kSubGroupsPerWorkGroup));
-  launch(resolve(queue), kSparseMlaPrefill, p.s_q * num_head_chunks, p.q, p.kv, p.indices,
-         p.topk_length, p.attn_sink, p.out, p.max_logits, p.lse, p.q_row_stride, p.q_head_stride,
-         p.kv_row_stride, p.indices_row_stride, p.out_row_stride, p.out_head_stride, p.s_kv, p.h_q,
-         p.d_qk, p.d_v, p.topk, p.sm_scale, num_head_chunks);
+  launch(resolve(queue), kSparseMlaPrefill, p.s_q * num_head_chunks, p, num_head_chunks);
 }
 
 void sparse_mla_decode_fwd(const SparseMlaDecodeParams& p, void* queue) {
-  const bool v32 = p.layout == KvCacheLayout::kV32;
-  const int expected_d_qk = v32 ? 576 : 512;
-  if (p.d_qk != expected_d_qk || p.d_v != 512)
-    throw Error("SYCL sparse_mla_decode: layout " + std::string(v32 ? "v32" : "v4") + " needs d_qk=" +
-                std::to_string(expected_d_qk) + " and d_v=512");
+  const KvLayoutInfo layout = kv_layout_info(p.layout);
+  if (p.d_qk != layout.d_qk || p.d_v != 512)
+    throw Error(std::string("SYCL sparse_mla_decode: layout ") + layout.name + " needs d_qk=" +
+                std::to_string(layout.d_qk) + " and d_v=512");
+  if (p.extra.topk > 0 && p.extra.cache == nullptr) throw Error("SYCL sparse_mla_decode: extra.topk without extra.cache");
   const int num_head_chunks = static_cast<int>(ceil_div(p.h_q, kSubGroupsPerWorkGroup));
-  const KvPool& m = p.pool;
-  const KvPool& x = p.extra;
-  launch(resolve(queue), kSparseMlaDecode, static_cast<int64_t>(p.b) * p.s_q * num_head_chunks,
-         p.q, p.q_batch_stride, p.q_row_stride, p.q_head_stride, m.cache, m.block_stride,
-         m.num_blocks, m.block_size, m.indices, m.indices_batch_stride, m.indices_row_stride,
-         m.topk_length, m.topk, x.cache, x.block_stride, x.num_blocks, x.block_size, x.indices,
-         x.indices_batch_stride, x.indices_row_stride, x.topk_length, x.cache ? x.topk : 0,
-         p.attn_sink, p.out, p.lse, p.s_q, p.h_q, p.d_qk, p.d_v, p.sm_scale, v32 ? 1 : 0,
-         num_head_chunks);
+  launch(resolve(queue), p.layout == KvCacheLayout::kV4 ? kSparseMlaDecodeV4 : kSparseMlaDecodeV32,
+         static_cast<int64_t>(p.b) * p.s_q * num_head_chunks, p, num_head_chunks);
 }
 
 std::vector<std::string> kernel_names() { return kernel_name_list(); }

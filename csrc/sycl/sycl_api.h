@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "sinkops/error.h"
 #include "sinkops/sparse_mla_params.h"
 #include "sinkops/window_attention_params.h"
 

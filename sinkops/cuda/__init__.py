@@ -1,15 +1,19 @@
-"""CUDA backend: thin wrappers that fill a params struct and launch on the current stream.
+"""The CUDA backend: our hand-written kernels (csrc/cuda/), compiled into ``sinkops._C`` by
+``pip install .`` when nvcc is found.
 
-The kernels live in csrc/cuda/ and are compiled into ``sinkops._C`` by ``pip install .``
-when nvcc is found. ``available()`` says whether this backend can run here.
+CudaBackend is written against a compiled module rather than importing one, so the same Python
+runs the GPU build (``sinkops._C`` on CUDA tensors) and, in tests, the CPU emulator of the same
+kernel C++ (tools/cuda_emu, on CPU tensors). Per call signature it keeps the params struct's
+STATIC fields in a template (sinkops/_native.py); per launch it passes the CALL fields, the
+current stream and the device index, and the C++ side makes that device current.
 """
 from __future__ import annotations
 
-import contextlib
-
 import torch
 
-try:  # the compiled module is optional: the package works without it (Triton / reference)
+from sinkops import _native
+
+try:  # the compiled module is optional: the package works without it (Triton / torch backends)
     from sinkops import _C
 except ImportError as e:  # pragma: no cover - depends on the build
     _C = None
@@ -17,27 +21,49 @@ except ImportError as e:  # pragma: no cover - depends on the build
 else:
     _IMPORT_ERROR = ""
 
+_LOWP = (torch.bfloat16, torch.float16)
+
+
+class CudaBackend:
+    def __init__(self, module, name="cuda", device_type="cuda", import_error=""):
+        self.name, self.mod, self.device_type = name, module, device_type
+        self._import_error = import_error
+        if module is not None:
+            _native.check_all_call_fields(module)
+        if device_type == "cuda":  # the raw stream that torch.cuda.current_stream() wraps, without the wrapper
+            self._stream = getattr(torch._C, "_cuda_getCurrentRawStream", None) or (
+                lambda device: torch.cuda.current_stream(device).cuda_stream)
+        else:
+            self._stream = lambda device: 0  # the emulator runs synchronously on the host
+
+    def why_unavailable(self, device) -> str:
+        if self.mod is None:
+            return ("the CUDA extension sinkops._C is not built (reinstall with nvcc on PATH; "
+                    f"import error: {self._import_error})")
+        if device.type != self.device_type:
+            return f"the {self.name} backend takes {self.device_type} tensors, got {device}"
+        if self.device_type == "cuda" and not torch.cuda.is_available():
+            return "torch sees no CUDA device"
+        return ""
+
+    def _device(self, t) -> int:
+        return t.device.index if self.device_type == "cuda" else -1
+
+    def supports(self, a) -> str:
+        dtypes = _LOWP if a.op == "window_attention" else (torch.bfloat16,)
+        if a.q.dtype not in dtypes:
+            return f"q: dtype {str(a.q.dtype)[6:]} has no CUDA kernel ({', '.join(str(d)[6:] for d in dtypes)})"
+        # The launcher's own checks (head dim, shared memory of this GPU), asked without launching.
+        return getattr(self.mod, a.op + "_unsupported")(_native.template_for(self.mod, a), self._device(a.q))
+
+    def prepare(self, a):
+        dev, stream = self._device(a.q), self._stream
+        plan = lambda tmpl, batch: self.mod.sparse_mla_decode_plan(tmpl, batch, dev)  # noqa: E731
+        return _native.launcher(self.mod, a, lambda: (stream(dev), dev), decode_plan=plan)
+
+
+backend = CudaBackend(_C, import_error=_IMPORT_ERROR)
+
 
 def available() -> bool:
-    return _C is not None and torch.cuda.is_available()
-
-
-def why_unavailable() -> str:
-    if _C is None:
-        return ("the CUDA extension sinkops._C is not built (reinstall with nvcc on PATH; "
-                f"import error: {_IMPORT_ERROR})")
-    if not torch.cuda.is_available():
-        return "torch sees no CUDA device"
-    return ""
-
-
-def stream_handle(device: torch.device) -> int:
-    return torch.cuda.current_stream(device).cuda_stream
-
-
-def device_guard(device: torch.device):
-    """sinkops._C launches on the calling thread's current CUDA device (its runtime is linked
-    statically): make that q's device for the call, as flash-attention's CUDAGuard does."""
-    if device.index is None or device.index == torch.cuda.current_device():
-        return contextlib.nullcontext()
-    return torch.cuda.device(device)
+    return backend.why_unavailable(torch.device("cuda")) == ""

@@ -1,9 +1,11 @@
-"""SYCL backend (Intel GPUs; numerically verified on the SYCL CPU device).
+"""The SYCL backend (Intel GPUs; numerically verified on the SYCL CPU device).
 
 The host module ``sinkops._sycl`` is built by ``pip install .`` when a SYCL runtime is found
 (tools/build_sycl.py); its kernels are compiled at first use from source embedded in the module
-and cached on disk (see docs/SYCL.md). XPU tensors run on the current XPU stream's queue; CPU
-tensors run on the module's own queue on the SYCL CPU device (Intel's OpenCL CPU runtime).
+and cached on disk (docs/SYCL.md). XPU tensors run on the current XPU stream's queue; CPU
+tensors run on the module's own queue on the SYCL CPU device (Intel's OpenCL CPU runtime), which
+`auto` picks for CPU tensors when this backend is built. Launches fill the same params structs as
+the CUDA backend (sinkops/_native.py); the kernels take them by value.
 """
 from __future__ import annotations
 
@@ -12,8 +14,7 @@ import sys
 
 import torch
 
-from sinkops.sycl.window_attention import window_attention_fwd
-from sinkops.sycl.sparse_mla import sparse_mla_decode_fwd, sparse_mla_prefill_fwd
+from sinkops import _native
 
 
 def _point_icd_at_wheel_cpu_runtime() -> None:
@@ -34,34 +35,72 @@ except ImportError as e:  # pragma: no cover - depends on the build
 else:
     _IMPORT_ERROR = ""
 
-_DEVICE_ERROR: str | None = None  # cached result of the first device probe
+_MAX_HEAD_DIM = 256  # csrc/sycl/kernels/window_attention.hpp
+_MLA_MAX_QK = 576    # csrc/sycl/kernels/sparse_mla.hpp
 
 
-def _probe_device() -> str:
-    global _DEVICE_ERROR
-    if _DEVICE_ERROR is None:
-        try:
-            _sycl.device_name(0)
-            _DEVICE_ERROR = ""
-        except RuntimeError as e:
-            _DEVICE_ERROR = str(e)
-    return _DEVICE_ERROR
+def queue_handle(device: torch.device) -> int:
+    """The sycl::queue* of the current XPU stream; 0 means the module's own in-order queue on the
+    SYCL CPU device (CPU tensors: it waits, since torch CPU ops are synchronous)."""
+    if device.type == "cpu":
+        return 0
+    # Unverified here (no Intel GPU in CI): torch's XPU stream exposes its sycl::queue* as an
+    # integer; it is only valid if torch and sinkops._sycl load the same libsycl.
+    return int(torch.xpu.current_stream(device).sycl_queue)
 
 
-def why_unavailable() -> str:
-    """'' when the SYCL backend can run here, else a one-line reason."""
-    if _sycl is None:
-        return ("the SYCL extension sinkops._sycl is not built (install intel-sycl-rt and rebuild with "
-                f"SINKOPS_SYCL_ROOT=<its prefix>; import error: {_IMPORT_ERROR})")
-    if hasattr(torch, "xpu") and torch.xpu.is_available():
-        return ""
-    err = _probe_device()
-    return f"no usable SYCL device: {err}" if err else ""
+class SyclBackend:
+    name = "sycl"
+
+    def __init__(self, module):
+        self.mod = module
+        self._device_error = None  # cached result of the first device probe
+        if module is not None:
+            _native.check_all_call_fields(module)
+
+    def _probe(self) -> str:
+        if self._device_error is None:
+            try:
+                self.mod.device_name(0)
+                self._device_error = ""
+            except RuntimeError as e:
+                self._device_error = str(e)
+        return self._device_error
+
+    def why_unavailable(self, device) -> str:
+        if self.mod is None:
+            return ("the SYCL extension sinkops._sycl is not built (install intel-sycl-rt and rebuild with "
+                    f"SINKOPS_SYCL_ROOT=<its prefix>; import error: {_IMPORT_ERROR})")
+        if device.type == "xpu":
+            return "" if hasattr(torch, "xpu") and torch.xpu.is_available() else "torch sees no XPU device"
+        if device.type != "cpu":
+            return f"the SYCL backend takes CPU (SYCL CPU device) or XPU tensors, got {device}"
+        err = self._probe()
+        return f"no usable SYCL device: {err}" if err else ""
+
+    def supports(self, a) -> str:
+        if a.op == "window_attention":
+            if a.q.dtype not in (torch.bfloat16, torch.float16, torch.float32):
+                return f"q: dtype {str(a.q.dtype)[6:]} has no SYCL kernel (bfloat16, float16, float32)"
+            d, dv = a.q.shape[2], a.v.shape[2]
+            return "" if max(d, dv) <= _MAX_HEAD_DIM else f"head dims must be <= {_MAX_HEAD_DIM}, got {d}/{dv}"
+        if a.q.dtype != torch.bfloat16:
+            return f"q: dtype {str(a.q.dtype)[6:]} has no SYCL kernel (bfloat16)"
+        return "" if a.q.shape[-1] <= _MLA_MAX_QK else f"q: head dim must be <= {_MLA_MAX_QK}"
+
+    def prepare(self, a):
+        device = a.q.device
+        if device.type == "cpu":
+            return _native.launcher(self.mod, a, lambda: (0,))
+        return _native.launcher(self.mod, a, lambda: (queue_handle(device),))
+
+
+backend = SyclBackend(_sycl)
 
 
 def available() -> bool:
-    return why_unavailable() == ""
+    return backend.why_unavailable(torch.device("cpu")) == ""
 
 
-__all__ = ["available", "why_unavailable", "window_attention_fwd", "sparse_mla_prefill_fwd",
-           "sparse_mla_decode_fwd"]
+def why_unavailable() -> str:
+    return backend.why_unavailable(torch.device("cpu"))

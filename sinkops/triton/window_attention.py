@@ -3,7 +3,8 @@
 One program serves (BLOCK_Q query rows) x (the query heads of one KV head): the group heads are
 folded into the M dimension of the tile, so each K/V tile is loaded once for the whole group.
 Only key blocks that intersect the window of the query tile are visited.
-Semantics (window bounds, sink modes, lse convention, edge values): /work/shared/DESIGN.md §1.
+Semantics (window bounds, sink modes, lse convention, edge values): docs/DESIGN.md §1; cu_seqlens
+values are clamped to the packed tensors, so none of them can make an access leave q, k, v, out, lse.
 """
 from __future__ import annotations
 
@@ -14,10 +15,8 @@ import torch
 import triton
 import triton.language as tl
 
-LOG2E = 1.4426950408889634
-LN2 = 0.6931471805599453
-
-SINK_MODE_IDS = {"none": 0, "key0": 1, "null": 2}
+from sinkops.triton._launch import KernelLauncher, cdiv as _cdiv, interpreted
+from sinkops.triton.sink import LOG2E, finish_rows
 
 
 @triton.jit
@@ -76,14 +75,23 @@ def _window_key_block(acc, l_i, m_i, q, k_ptr, v_ptr, stride_kt, stride_vt,
 
 
 @triton.jit
+def _segment(cu_ptr, b, total):
+    """Segment b as (start, length), clamped into [0, total]: a decreasing segment is empty."""
+    start = tl.minimum(tl.maximum(tl.load(cu_ptr + b).to(tl.int64), 0), total)
+    end = tl.minimum(tl.maximum(tl.load(cu_ptr + b + 1).to(tl.int64), start), total)
+    return start, end - start
+
+
+# Per-call ints are i64 and never specialized (sinkops/triton/_launch.py relies on it).
+@triton.jit(do_not_specialize=["total_q", "total_k", "stride_lh"])
 def window_attention_fwd_kernel(
         q_ptr, k_ptr, v_ptr, out_ptr, lse_ptr, sinks_ptr, cu_q_ptr, cu_k_ptr,
-        stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh,
-        stride_ot, stride_oh, stride_lh, stride_lt,
+        total_q: "i64", total_k: "i64", stride_lh: "i64",
+        stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh, stride_ot, stride_oh,
         window_left, window_right, qk_scale, group, D, DV,
         BLOCK_Q: tl.constexpr, HEADS: tl.constexpr, BLOCK_N: tl.constexpr,
         BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
-        HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, SINK_MODE: tl.constexpr,
+        HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, SINK_MODE: tl.constexpr, WRITE_LSE: tl.constexpr,
         INPUT_PRECISION: tl.constexpr, INTERPRET: tl.constexpr):
     # grid: (query tiles of max_seqlen_q, batch, kv heads x head chunks)
     tile = tl.program_id(0)
@@ -92,10 +100,8 @@ def window_attention_fwd_kernel(
     kv_head = tl.program_id(2) // chunks
     chunk = tl.program_id(2) % chunks
 
-    q_start = tl.load(cu_q_ptr + b).to(tl.int64)
-    sq = tl.load(cu_q_ptr + b + 1).to(tl.int64) - q_start
-    k_start = tl.load(cu_k_ptr + b).to(tl.int64)
-    sk = tl.load(cu_k_ptr + b + 1).to(tl.int64) - k_start
+    q_start, sq = _segment(cu_q_ptr, b, total_q)
+    k_start, sk = _segment(cu_k_ptr, b, total_k)
     q0 = tile * BLOCK_Q
 
     # tile row r = (query q0 + r // HEADS, head chunk * HEADS + r % HEADS): a token's group heads are
@@ -172,18 +178,12 @@ def window_attention_fwd_kernel(
                 row_hi, qk_scale, key0_bias, offs_n, offs_d, offs_dv, D, DV,
                 HAS_LEFT, HAS_RIGHT, False, INPUT_PRECISION, INTERPRET)
 
-    seen = l_i > 0.0  # a row that saw no key (or only key 0 masked by a -inf sink) -> 0, lse = +inf
-    m_safe = tl.where(seen, m_i, 0.0)
-    l_safe = tl.where(seen, l_i, 1.0)
     if SINK_MODE == 2:
-        sink = tl.load(sinks_ptr + head, mask=g < group, other=float("-inf")) * 1.4426950408889634
-        # a -inf sink leaves the no-sink arithmetic untouched (bitwise); +inf gives 1/inf = 0
-        denom = tl.where(sink == float("-inf"), l_safe, l_safe + tl.math.exp2(sink - m_safe))
+        sink_log2 = tl.load(sinks_ptr + head, mask=g < group, other=float("-inf")) * 1.4426950408889634
     else:
-        denom = l_safe
-    o = acc * (1.0 / denom)[:, None]
-    o = tl.where(seen[:, None], o, 0.0)
-    lse = tl.where(seen, (m_safe + tl.math.log2(l_safe)) * 0.6931471805599453, float("inf"))
+        sink_log2 = m_i  # unused
+    factor, lse = finish_rows(m_i, l_i, sink_log2, SINK_MODE == 2)
+    o = acc * factor[:, None]
 
     if SINK_MODE == 1:
         # a +inf key0 sink: rows that see key 0 output exactly v_0 (lse = +inf), whatever the
@@ -202,7 +202,8 @@ def window_attention_fwd_kernel(
         o = _to_lowp_as_f32(o, out_ptr.dtype.element_ty)  # then the cast below is exact
     tl.store(out_ptr + q_rows[:, None] * stride_ot + head[:, None] * stride_oh + offs_dv[None, :],
              o.to(out_ptr.dtype.element_ty), mask=row_ok[:, None] & (offs_dv[None, :] < DV))
-    tl.store(lse_ptr + head * stride_lh + q_rows * stride_lt, lse, mask=row_ok)
+    if WRITE_LSE:
+        tl.store(lse_ptr + head * stride_lh + q_rows, lse, mask=row_ok)
 
 
 @dataclass(frozen=True)
@@ -242,35 +243,29 @@ def window_attention_tile(head_dim: int, head_dim_v: int, group: int, window_lef
                                num_stages=2 if wide_d else 3)
 
 
-def _interpreted() -> bool:
-    # triton.jit picks the CPU interpreter when the module is imported (TRITON_INTERPRET=1 then),
-    # so ask the kernel object rather than the environment of this call
-    return type(window_attention_fwd_kernel).__name__ == "InterpretedFunction"
-
-
-def window_attention_fwd(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                         window_left, window_right, scale, sinks, sink_mode, out, lse) -> None:
-    """Backend entry point (inputs validated by sinkops.ops); writes out [Tq,Hq,Dv] and lse [Hq,Tq]."""
-    batch = cu_seqlens_q.shape[0] - 1
+def prepare(a):
+    """The launcher for every window_attention call with the signature of args `a`."""
+    q, k, v = a.q, a.k, a.v
     hq, hk = q.shape[1], k.shape[1]
-    if q.shape[0] == 0 or batch <= 0 or max_seqlen_q <= 0 or hq == 0:
-        return
     group = hq // hk
-    tile = window_attention_tile(q.shape[2], v.shape[2], group, window_left, window_right,
-                                 q.is_cuda)
-    chunks = triton.cdiv(group, tile.heads)
-    grid = (triton.cdiv(max_seqlen_q, tile.block_q), batch, hk * chunks)
-    mode = SINK_MODE_IDS[sink_mode]
-    sinks_arg = sinks if sinks is not None else lse  # never read when mode == 0
-    precision = "ieee" if q.dtype == torch.float32 else "tf32"
-    window_attention_fwd_kernel[grid](
-        q, k, v, out, lse, sinks_arg, cu_seqlens_q, cu_seqlens_k,
-        q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
-        out.stride(0), out.stride(1), lse.stride(0), lse.stride(1),
-        max(window_left, 0), max(window_right, 0), float(scale) * LOG2E, group,
-        q.shape[2], v.shape[2],
-        BLOCK_Q=tile.block_q, HEADS=tile.heads, BLOCK_N=tile.block_n,
-        BLOCK_D=tile.block_d, BLOCK_DV=tile.block_dv,
-        HAS_LEFT=window_left >= 0, HAS_RIGHT=window_right >= 0, SINK_MODE=mode,
-        INPUT_PRECISION=precision, INTERPRET=_interpreted(),
-        num_warps=tile.num_warps, num_stages=tile.num_stages)
+    tile = window_attention_tile(q.shape[2], v.shape[2], group, a.window_left, a.window_right, q.is_cuda)
+    chunks = _cdiv(group, tile.heads)
+    interp = interpreted(window_attention_fwd_kernel)
+    constexprs = dict(BLOCK_Q=tile.block_q, HEADS=tile.heads, BLOCK_N=tile.block_n, BLOCK_D=tile.block_d,
+                      BLOCK_DV=tile.block_dv, HAS_LEFT=a.window_left >= 0, HAS_RIGHT=a.window_right >= 0,
+                      SINK_MODE=int(a.sink_mode), WRITE_LSE=a.lse is not None,
+                      INPUT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32", INTERPRET=interp)
+    run = KernelLauncher(window_attention_fwd_kernel, 8, constexprs, tile.num_warps, tile.num_stages)
+    static = (q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
+              a.out.stride(0), a.out.stride(1), max(a.window_left, 0), max(a.window_right, 0),
+              float(a.scale) * LOG2E, group, q.shape[2], v.shape[2])
+
+    def launch(a):
+        if a.max_seqlen_q <= 0 or a.batch <= 0:
+            return
+        lse = a.lse if a.lse is not None else a.out  # never written without WRITE_LSE
+        sinks = a.sinks if a.sinks is not None else lse  # never read when SINK_MODE == 0
+        grid = (_cdiv(a.max_seqlen_q, tile.block_q), a.batch, hk * chunks)
+        run(grid, (a.q, a.k, a.v, a.out, lse, sinks, a.cu_seqlens_q, a.cu_seqlens_k, a.total_q, a.total_k,
+                   lse.stride(0) if a.lse is not None else 0, *static), a.q.device)
+    return launch

@@ -1,24 +1,51 @@
 // The CUDA launchers: the whole C++ API of the CUDA backend. Torch-free; `stream` is a
 // cudaStream_t passed as void* so host code that includes this needs no CUDA headers.
-// Each launcher validates what only it can know (supported head dim, arch) and throws
-// sinkops::Error; it never synchronizes with the host.
+// Launchers run on the calling thread's current device (ScopedDevice picks another), validate
+// what only they can know (supported head dim, shared memory of the arch) and throw
+// sinkops::Error; they never synchronize with the host.
 #pragma once
 #include <cstdint>
+#include <string>
 
+#include "sinkops/error.h"
 #include "sinkops/sparse_mla_params.h"
 #include "sinkops/window_attention_params.h"
 
 namespace sinkops::cuda {
 
+// Each op's *_unsupported(params) says why its kernels cannot run calls like these on the current
+// device ("" when they can), from the STATIC fields alone and without launching: the same checks
+// the launcher makes first (dtype, head dims, shared memory of this GPU). Backends ask it before
+// choosing the CUDA kernels, so `auto` can pick another backend instead of failing.
+
 // csrc/cuda/window_attention*.cu
+std::string window_attention_unsupported(const WindowAttentionParams& params);
 void window_attention_fwd(const WindowAttentionParams& params, void* stream);
 
 // csrc/cuda/sparse_mla_prefill*.cu
+std::string sparse_mla_prefill_unsupported(const SparseMlaPrefillParams& params);
 void sparse_mla_prefill_fwd(const SparseMlaPrefillParams& params, void* stream);
 
 // csrc/cuda/sparse_mla_decode*.cu
-// Bytes of scratch the decode needs for these shapes (split-k partials); depends on shapes only.
-int64_t sparse_mla_decode_workspace_bytes(const SparseMlaDecodeParams& params, int num_sms);
+// The split-k plan for these shapes on the current device, the one place it is decided: sets
+// params.num_splits and params.tiles_per_split and returns the workspace bytes the plan needs
+// (0 for a single split; then params.workspace may stay nullptr). Depends on shapes and the SM
+// count only, so a CUDA graph may keep the plan and the workspace.
+std::string sparse_mla_decode_unsupported(const SparseMlaDecodeParams& params);
+int64_t sparse_mla_decode_plan(SparseMlaDecodeParams& params);
 void sparse_mla_decode_fwd(const SparseMlaDecodeParams& params, void* stream);
+
+// csrc/cuda/device.cu: makes `device` current for its lifetime (a negative device: no change),
+// as flash-attention's CUDAGuard; restores the previous device.
+class ScopedDevice {
+ public:
+  explicit ScopedDevice(int device);
+  ~ScopedDevice();
+  ScopedDevice(const ScopedDevice&) = delete;
+  ScopedDevice& operator=(const ScopedDevice&) = delete;
+
+ private:
+  int previous_ = -1;
+};
 
 }  // namespace sinkops::cuda

@@ -5,6 +5,12 @@
 
 #include <limits>
 
+// The params structs and the KV layouts are the host's own headers (params_fields.h), handed
+// to the runtime compiler as include files (kernel_bundle_cache.cpp).
+#include "sinkops/kv_cache_layout.h"
+#include "sinkops/sparse_mla_params.h"
+#include "sinkops/window_attention_params.h"
+
 namespace syclexp = sycl::ext::oneapi::experimental;
 using bf16 = sycl::ext::oneapi::bfloat16;
 
@@ -18,7 +24,21 @@ constexpr int kSubGroupsPerWorkGroup = 16;
 constexpr int kWorkGroupSize = kSubGroup * kSubGroupsPerWorkGroup;
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
-enum SinkModeId : int { kSinkNone = 0, kSinkKey0 = 1, kSinkNull = 2 };  // = sinkops::SinkMode
+enum SinkModeId : int {  // sinkops::SinkMode as plain ints
+  kSinkNone = static_cast<int>(sinkops::SinkMode::kNone),
+  kSinkKey0 = static_cast<int>(sinkops::SinkMode::kKey0),
+  kSinkNull = static_cast<int>(sinkops::SinkMode::kNull),
+};
+
+// Segment b of a packed tensor of `total` rows: [lo, lo + len), clamped so that any int32
+// cu_seqlens values stay inside the tensor (a decreasing segment is empty).
+inline void segment_bounds(const int* cu, int b, int64_t total, int64_t& lo, int64_t& len) {
+  int64_t a = cu[b], e = cu[b + 1];
+  a = a < 0 ? 0 : (a > total ? total : a);
+  e = e < a ? a : (e > total ? total : e);
+  lo = a;
+  len = e - a;
+}
 
 inline float to_float(float x) { return x; }
 inline float to_float(sycl::half x) { return static_cast<float>(x); }

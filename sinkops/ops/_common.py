@@ -1,0 +1,123 @@
+"""What the three ops share at the op boundary: the sink-mode enum, the test for the eager fast
+path, the per-signature plan cache, the opt-in checked mode and the torch.library namespace.
+
+Every op module (window.py, prefill.py, decode.py) has the same shape:
+  * `<Op>Args`: one validated call as every backend receives it (backends.py's interface);
+  * a plan per call signature (dtypes, devices, head counts, strides, scalars; never token or
+    batch counts, so a serving loop hits a handful of entries): the validation, the backend
+    choice and the backend's prepared launcher, all done once;
+  * `run(...)`: key -> plan -> per-call checks -> outputs -> launch; what both the public
+    function (eagerly, no dispatcher) and the torch.library op's kernel call;
+  * the torch.library definitions (schema, kernel, fake) and the public function.
+"""
+from __future__ import annotations
+
+import enum
+import os
+
+import torch
+
+from sinkops import backends
+
+# torch.ops.sinkops.*: the low-level Library API (define + impl + register_fake) instead of
+# @torch.library.custom_op, whose Python wrapper costs ~35-70 µs per call (bench/NOTES.md,
+# "Dispatch"); a Python kernel behind the dispatcher costs ~4 µs.
+LIB = torch.library.Library("sinkops", "DEF")
+
+
+class SinkMode(enum.IntEnum):
+    """sinkops::SinkMode (csrc/include/sinkops/types.h); checked against the compiled modules."""
+    NONE = 0
+    KEY0 = 1
+    NULL = 2
+
+
+SINK_MODE_NAMES = {"key0": SinkMode.KEY0, "null": SinkMode.NULL, "none": SinkMode.NONE}
+
+_check_inputs = os.environ.get("SINKOPS_CHECK_INPUTS", "0") == "1"
+
+
+def set_input_checks(enabled: bool) -> None:
+    """Checked mode (also SINKOPS_CHECK_INPUTS=1): device-side index tensors (cu_seqlens,
+    topk_length) are validated like CPU ones, with one host sync per call, and raise the same
+    ValueError. Off by default: without it no value of theirs can cause an out-of-bounds access
+    either (docs/DESIGN.md §2), but a wrong value gives a wrong answer. Not during graph capture."""
+    global _check_inputs
+    _check_inputs = bool(enabled)
+    for plans in PlanCache.ALL:  # plans remember whether they check: make them again
+        plans.clear()
+
+
+def checked_mode_possible() -> bool:
+    """Whether checked mode is on now (plans of device tensors skip value checks otherwise)."""
+    return _check_inputs
+
+
+def check_values(device: torch.device) -> bool:
+    """Whether this call validates the values of its index tensors: always on CPU (no sync),
+    on a device in checked mode, never while a CUDA graph is being captured."""
+    if device.type == "cpu":
+        return True
+    return _check_inputs and not (device.type == "cuda" and torch.cuda.is_current_stream_capturing())
+
+
+def eager(q, *grad_inputs) -> bool:
+    """True when a call may go straight to the launcher: a plain tensor (no FakeTensor, no
+    functional or other subclass), nothing tracing it (torch.compile, make_fx, dispatch modes)
+    and nothing that wants a gradient. Everything else goes through torch.ops.sinkops.*."""
+    # is_compiling() first: dynamo folds it to True, and must not trace the C calls after it.
+    if torch.compiler.is_compiling() or type(q) is not torch.Tensor or torch._C._len_torch_dispatch_stack():
+        return False
+    if torch.is_grad_enabled():
+        for t in grad_inputs:
+            if t is not None and t.requires_grad:
+                return False
+    return True
+
+
+class PlanCache(dict):
+    """Call signature -> plan. Bounded so that pathological callers (a new stride per call) cannot
+    grow it without limit; dropping everything at the bound is simpler than LRU and rare."""
+
+    LIMIT = 4096
+    ALL: list = []  # every cache, so that set_input_checks() can drop the plans
+
+    def __init__(self):
+        super().__init__()
+        PlanCache.ALL.append(self)
+
+    def put(self, key, plan):
+        if key is not None:
+            if len(self) >= self.LIMIT:
+                self.clear()
+            self[key] = plan
+        return plan
+
+
+def dispatch(plans: PlanCache, key, make_plan, bind, plan_args: tuple, bind_args: tuple, backend: str):
+    """The one path of every call: signature -> plan -> per-call args -> launch.
+
+    key: the call signature (None when it could not be formed: make_plan then raises the error
+    that names the bad argument); make_plan(*plan_args) validates a new signature;
+    bind(plan, *bind_args) -> (outputs, args or None when there is nothing to launch) does the
+    per-call checks and allocations. The backend is chosen and prepared on the first call of a
+    signature that launches."""
+    plan = None
+    if key is not None:
+        try:
+            plan = plans.get(key)
+        except TypeError:  # an unhashable argument (a list window_size, say): validate it fully
+            key = None
+    if plan is None:
+        plan = make_plan(*plan_args)
+        outputs, args = bind(plan, *bind_args)
+        if args is None:  # nothing to launch, nothing learned about backends: not cached
+            return outputs
+        plan.backend = backends.resolve(backend, args)
+        plan.launch = plan.backend.prepare(args)
+        plans.put(key, plan)
+    else:
+        outputs, args = bind(plan, *bind_args)
+    if args is not None:
+        plan.launch(args)
+    return outputs

@@ -1,0 +1,196 @@
+"""sparse_mla_decode over the byte-exact FP8 paged caches on every backend (tests/targets.py),
+against the float64 oracle.
+
+Caches come from sinkops.pack_kv_cache through helpers.make_sparse_decode_case (v32 with spare
+rows, v4 with padded blocks), so kernels read through a padded block stride. out and lse are
+NaN-poisoned. Small batches take the CUDA kernel's split-k + combine path, large ones its single
+pass (the emulator models 16 SMs, so it runs 1/8 of the batch for the same paths).
+"""
+from __future__ import annotations
+
+import math
+import os
+
+import pytest
+import torch
+
+import helpers
+from targets import BY_NAME, params
+
+LAYOUTS = ["v4", "v32"]
+
+
+def _make_case(target, b, s_q, hq, layout, topk, num_tokens, extra=False, block_size=64, **kw):
+    if target.batch_divisor > 1 and b > 8:  # the emulator: the same split plans on 1/8 of the SMs
+        b //= target.batch_divisor
+    elif target.max_size != "large":  # CPU targets: the batch only multiplies the work
+        b = min(b, 4 if target.max_size == "tiny" else 16)
+    return helpers.make_sparse_decode_case(b, s_q, hq, layout, topk, num_tokens, block_size=block_size,
+                                           device=target.device, extra=extra, **kw)
+
+
+def _scale(case):
+    return 1.0 / math.sqrt(case["q"].shape[-1])
+
+
+def check_against_oracle(target, case, sink, name):
+    out, lse = helpers.run_decode(target, case, _scale(case), sink)
+    out64, lse64 = helpers.decode_oracle(case, _scale(case), sink)
+    out_lp, lse_lp = helpers.decode_oracle(case, _scale(case), sink, compute_dtype=torch.bfloat16)
+    helpers.check_close(out, out64, out_lp, f"{target} {name} out")
+    helpers.check_close(lse, lse64, lse_lp, f"{target} {name} lse")
+    return out, lse
+
+
+def _sink(hq, kind):
+    return None if kind is None else helpers.sinks_like(hq, kind)
+
+
+# (b, s_q, hq, topk, num_tokens, extra, sink kind): Hq 1..128, topk 1..2048, s_q 1 and 2, batch 1..64.
+SHAPES = [
+    (2, 1, 1, 1, 100, False, "dsv4", "tiny"),         # one key, one head
+    (4, 2, 16, 17, 300, False, None, "tiny"),         # partial tile, no sink
+    (3, 2, 8, 64, 500, True, "mixed", "tiny"),        # extra pool, -inf/+inf/finite sinks per head
+    (1, 1, 64, 640, 4096, False, "dsv4", "small"),    # the latency target shape: many splits
+    (7, 2, 1, 2048, 3000, False, "large", "small"),
+    (33, 1, 16, 17, 200, False, "dsv4", "small"),
+    (64, 1, 64, 64, 2048, False, "dsv4", "small"),    # 64 CTAs -> 2 splits on 132 SMs
+    (1, 2, 128, 2048, 8192, False, "dsv4", "large"),  # two head blocks, 64 tiles split over the SMs
+    (16, 1, 64, 640, 4096, True, None, "large"),
+    (64, 2, 128, 640, 4096, True, "dsv4", "large"),   # 256 CTAs -> single pass
+]
+
+
+def _shape_cases():
+    return [dict(layout=lay, shape=s[:7], size=s[7]) for lay in LAYOUTS for s in SHAPES]
+
+
+@pytest.mark.parametrize("target,c", params(cases=_shape_cases(), op="mla", case_id=lambda c: "{}_b{}_sq{}_h{}_k{}_n{}_x{}_{}".format(c["layout"], *c["shape"])))
+def test_matches_oracle(target, c):
+    b, s_q, hq, topk, n_tok, extra, sink_kind = c["shape"]
+    case = _make_case(target, b, s_q, hq, c["layout"], topk, n_tok, extra=extra)
+    check_against_oracle(target, case, _sink(hq, sink_kind), str(c["shape"]))
+
+
+@pytest.mark.parametrize("target", params(op="mla"))
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("block_size,spare_rows", [(16, 2), (64, 1), (1, 0)])
+def test_block_strides(target, layout, block_size, spare_rows):
+    case = _make_case(target, 2, 2, 16, layout, 40, 300, block_size=block_size, spare_rows=spare_rows, extra=True)
+    check_against_oracle(target, case, _sink(16, "dsv4"), f"{layout} bs{block_size} spare{spare_rows}")
+
+
+@pytest.mark.parametrize("target", params(op="mla"))
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("b", [2, 40])  # split and single-pass paths of the CUDA kernel
+def test_topk_length_and_extra_pool(target, layout, b):
+    topk = 200 if target.max_size != "tiny" else 40
+    case = _make_case(target, b, 2, 64 if target.max_size != "tiny" else 16, layout, topk, 2000, extra=True)
+    b, hq = case["q"].shape[0], case["q"].shape[2]
+    g = torch.Generator().manual_seed(int.from_bytes(os.urandom(4), "little"))
+    tl = torch.randint(0, topk + 1, (b,), generator=g, dtype=torch.int32)
+    etl = torch.randint(0, case["extra_indices"].shape[-1] + 1, (b,), generator=g, dtype=torch.int32)
+    tl[0], etl[0] = 0, 0            # row sees no key at all
+    tl[1], etl[1] = 0, 5            # extra pool only
+    case["topk_length"], case["extra_topk_length"] = tl.to(target.device), etl.to(target.device)
+    out, lse = check_against_oracle(target, case, _sink(hq, "dsv4"), f"{layout} b{b} topk_length")
+    assert torch.equal(out[0], torch.zeros_like(out[0]))
+    assert torch.isposinf(lse[0]).all()
+
+
+@pytest.mark.parametrize("target", params(op="mla"))
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("b", [1, 64])
+def test_all_invalid_rows(target, layout, b):
+    case = _make_case(target, b, 2, 16, layout, 64, 500)
+    n_slots = case["kv_cache"].shape[0] * case["kv_cache"].shape[1]
+    case["indices"][0, 0] = -1                       # all -1
+    case["indices"][0, 1] = n_slots + torch.arange(64, device=target.device, dtype=torch.int32)  # all out of range
+    for kind in (None, "dsv4", "posinf", "neginf"):
+        out, lse = check_against_oracle(target, case, _sink(16, kind), f"{layout} all-invalid sink={kind}")
+        assert torch.equal(out[0], torch.zeros_like(out[0])), "empty rows must be exactly 0"
+        assert torch.isposinf(lse[0]).all(), "empty rows have lse = +inf"
+
+
+@pytest.mark.parametrize("target", params(op="mla"))
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("b", [1, 64])
+def test_sink_edges(target, layout, b):
+    hq = 64 if target.max_size != "tiny" else 16
+    case = _make_case(target, b, 1, hq, layout, 300 if target.max_size != "tiny" else 40, 2000, extra=True)
+    out_none, lse_none = helpers.run_decode(target, case, _scale(case), None)
+    out_neg, lse_neg = helpers.run_decode(target, case, _scale(case), _sink(hq, "neginf"))
+    out_pos, lse_pos = helpers.run_decode(target, case, _scale(case), _sink(hq, "posinf"))
+    assert torch.equal(out_neg, out_none) and torch.equal(lse_neg, lse_none), "-inf sink must be a bitwise no-op"
+    assert torch.equal(out_pos, torch.zeros_like(out_pos)), "+inf sink must give all-zero rows"
+    assert torch.equal(lse_pos, lse_none), "lse excludes the sink"
+    assert torch.isfinite(lse_pos).all()
+    check_against_oracle(target, case, _sink(hq, "large"), f"{layout} large sinks")
+
+
+@pytest.mark.parametrize("target", params(op="mla"))
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_non_contiguous_q_and_indices(target, layout):
+    b, s_q, hq, topk = 3, 2, 16, 40
+    case = _make_case(target, b, s_q, hq, layout, topk, 800, extra=True)
+    dev, d = target.device, case["q"].shape[-1]
+    # q as [b, hq, s_q, d + 64] storage, transposed and narrowed: every stride differs from dense.
+    q_store = torch.randn(b, hq, s_q, d + 64, device=dev).to(torch.bfloat16)
+    q_store[..., :d] = case["q"].transpose(1, 2)
+    q_nc = q_store[..., :d].transpose(1, 2)
+    idx_store = torch.full((b, s_q + 1, topk + 7), -1, dtype=torch.int32, device=dev)
+    idx_store[:, :s_q, :topk] = case["indices"]
+    idx_nc = idx_store[:, :s_q, :topk]
+    assert not q_nc.is_contiguous() and not idx_nc.is_contiguous()
+    sink = _sink(hq, "dsv4")
+    out_dense, lse_dense = check_against_oracle(target, case, sink, f"{layout} dense")
+    out, lse = helpers.run_decode(target, dict(case, q=q_nc, indices=idx_nc), _scale(case), sink)
+    assert torch.equal(out, out_dense) and torch.equal(lse, lse_dense), "strided inputs must give identical bits"
+
+
+@pytest.mark.parametrize("target", params(op="mla"))
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("b", [1, 128])
+def test_deterministic(target, layout, b):
+    hq, topk = (64, 640) if target.max_size != "tiny" else (16, 64)
+    case = _make_case(target, b, 2, hq, layout, topk, 4096, extra=True)
+    sink = _sink(hq, "dsv4")
+    out1, lse1 = helpers.run_decode(target, case, _scale(case), sink)
+    out2, lse2 = helpers.run_decode(target, case, _scale(case), sink)
+    assert torch.equal(out1, out2) and torch.equal(lse1, lse2)
+
+
+@pytest.mark.parametrize("target", params([BY_NAME["cuda"], BY_NAME["triton"]], op="mla"))
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_cuda_graph_capture_and_replay(target, layout):
+    b, s_q, hq, topk = 2, 2, 64, 640
+    case = _make_case(target, b, s_q, hq, layout, topk, 4096, extra=True)
+    sink = _sink(hq, "dsv4").cuda()
+    q, idx = case["q"].clone(), case["indices"].clone()
+    out = helpers.nan_like((b, s_q, hq, 512), torch.bfloat16, "cuda")
+    lse = helpers.nan_like((b, hq, s_q), torch.float32, "cuda")
+
+    def launch():
+        torch.ops.sinkops.sparse_mla_decode_out(q, case["kv_cache"], idx, _scale(case), sink, None, layout,
+                                                case["extra_kv_cache"], case["extra_indices"], None, target.backend,
+                                                out=out, lse=lse)
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        launch()  # warm up outside capture (first-call attribute setup, Triton compiles)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        launch()
+    # New data in the static buffers, then replay: must equal an eager run on that data.
+    fresh = _make_case(target, b, s_q, hq, layout, topk, 4096)
+    q.copy_(fresh["q"])
+    idx.copy_(torch.remainder(fresh["indices"], 4096))
+    out.fill_(float("nan"))
+    lse.fill_(float("nan"))
+    graph.replay()
+    torch.cuda.synchronize()
+    eager_case = dict(case, q=q.clone(), indices=idx.clone())
+    out_e, lse_e = helpers.run_decode(target, eager_case, _scale(case), sink)
+    assert torch.equal(out, out_e) and torch.equal(lse, lse_e)
