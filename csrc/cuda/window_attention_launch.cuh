@@ -14,7 +14,7 @@ namespace sinkops::cuda::window_attention {
 
 // Head dims with a compiled kernel, ascending; window_attention.cu rounds max(d, d_v) up to one
 // of these. Adding one = one entry here + its instantiation file window_attention_hdim<D>.cu.
-using CompiledHeadDims = HeadDims<64, 80, 96, 128, 256>;
+using CompiledHeadDims = HeadDims<64, 80, 96, 128, 192, 256>;
 
 // Runtime shape of the launch, computed once on the host (window_attention.cu).
 struct LaunchShape {
