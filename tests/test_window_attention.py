@@ -19,7 +19,7 @@ def _case(hq, hk, d, dv, lq, lk, window, mode, kind, dtype, size):
                 size=size, head_dim=max(d, dv))
 
 
-# GQA 1, 2, 3, 4, 8, 16, 32; head dims 64, 80, 96, 128, 256 (the CUDA instantiations) and padded ones
+# GQA 1, 2, 3, 4, 8, 16, 20, 32; head dims 64, 80, 96, 128, 192, 256 (the CUDA instantiations) and padded ones
 # (33 = the unaligned element-load path, 40, 72/48, 160, 17/5); segments 0, 1, < window, >> window;
 # Sq != Sk; windows unbounded, causal, (w, w), asymmetric, (0, 0); every sink kind; bf16, fp16, fp32.
 CASES = [
@@ -39,6 +39,7 @@ CASES = [
     _case(4, 2, 64, 64, [30, 1], None, (7, 7), "key0", "mimo", F32, "tiny"),
     _case(2, 1, 17, 5, [11, 3], None, (2, 3), "null", "dsv4", BF16, "tiny"),
     _case(2, 1, 33, 33, [50, 20], None, (5, 5), "key0", "mimo", BF16, "tiny"),
+    _case(2, 1, 192, 128, [20, 3], None, (-1, 0), "key0", "mimo", BF16, "tiny"),  # 192 / 128: DeepSeek MLA prefill
     # small: every target but the interpreter
     _case(32, 8, 64, 64, [1024, 1, 0, 300, 63], None, (64, 64), "key0", "mimo", BF16, "small"),
     _case(32, 8, 64, 64, [777, 5], None, (64, 64), "null", "dsv4", F16, "small"),
@@ -57,6 +58,9 @@ CASES = [
     _case(8, 2, 128, 128, [600, 1, 33], [20, 1, 700], (-1, 3), "null", "large", BF16, "small"),
     _case(4, 1, 96, 96, [129, 130], None, (200, 200), "key0", "posinf", BF16, "small"),
     _case(16, 2, 64, 64, [300, 200], None, (128, 128), "key0", "mimo", F32, "small"),
+    _case(16, 16, 192, 128, [300, 7], None, (-1, 0), "null", "dsv4", BF16, "small"),
+    _case(20, 1, 64, 64, [80, 33], None, (16, 16), "key0", "mimo", BF16, "small"),  # group 20: not a power of two
+    _case(48, 3, 64, 64, [50], None, (8, 8), "null", "mixed", F16, "small"),
     # large: the GPU targets only
     _case(2, 1, 64, 64, [5000], None, (64, 64), "key0", "mimo", BF16, "large"),
     _case(8, 8, 64, 64, [2048], None, (-1, -1), "key0", "neginf", BF16, "large"),
@@ -64,6 +68,7 @@ CASES = [
     _case(32, 8, 64, 64, [1024, 1, 0, 300, 2048, 63], None, (64, 64), "key0", "mixed", BF16, "large"),
     _case(12, 4, 96, 96, [700, 1500, 0, 1], [900, 1400, 5, 1], (-1, -1), "key0", "mimo", BF16, "large"),
     _case(8, 1, 256, 256, [700, 1500], None, (-1, 0), "null", "dsv4", BF16, "large"),
+    _case(16, 16, 192, 128, [2048, 1000], None, (-1, 0), "key0", "mimo", BF16, "large"),
 ]
 
 
