@@ -1,57 +1,95 @@
-"""Small launches of every CUDA kernel, for compute-sanitizer (memcheck, racecheck).
-Ragged shapes on purpose: empty segments, windows at edges, invalid indices, odd topk."""
+"""Launches of every GPU kernel for compute-sanitizer (memcheck, racecheck), on the CUDA and
+Triton backends: ragged shapes (empty segments, windows at edges, odd topk, every CUDA head-dim
+instantiation, split and single-pass decode) and the device-side values no kernel may let out
+of bounds (docs/DESIGN.md §2): cu_seqlens negative / decreasing / past the end / INT32_MIN..MAX,
+indices INT32_MIN / INT32_MAX / -1 / past the pool, topk_length below 0 and above topk.
+
+    compute-sanitizer --tool memcheck python3 tools/sanitize_cases.py [cuda,triton]
+Prints one line per group; the sanitizer's own summary says whether anything was caught.
+"""
+import sys
+
 import torch
 
 import sinkops
 
 dev = "cuda"
 torch.manual_seed(0)
+I32_MIN, I32_MAX = -2**31, 2**31 - 1
+BACKENDS = sys.argv[1].split(",") if len(sys.argv) > 1 else ["cuda", "triton"]
+failures = 0
 
 
 def run(name, fn):
+    global failures
     try:
         fn()
         torch.cuda.synchronize()
-        print(f"{name}: ok")
+        print(f"{name}: ok", flush=True)
     except Exception as e:  # keep going: the sanitizer report is what matters
-        print(f"{name}: {type(e).__name__}: {e}")
+        failures += 1
+        print(f"{name}: {type(e).__name__}: {e}", flush=True)
 
 
-def window():
-    for d, (hq, hk) in ((64, (8, 2)), (80, (4, 4)), (128, (4, 1))):
+def cu(values):
+    return torch.tensor(values, dtype=torch.int32, device=dev)
+
+
+def window(backend):
+    for d, dv, (hq, hk) in ((64, 64, (8, 2)), (80, 80, (4, 4)), (96, 96, (6, 2)), (128, 128, (4, 1)),
+                            (192, 128, (4, 4)), (256, 256, (2, 1)), (33, 33, (2, 1))):
         lens = [70, 0, 1, 130]
-        cu = torch.tensor([0] + torch.tensor(lens).cumsum(0).tolist(), dtype=torch.int32, device=dev)
         t = sum(lens)
         q = torch.randn(t, hq, d, device=dev, dtype=torch.bfloat16)
         k = torch.randn(t, hk, d, device=dev, dtype=torch.bfloat16)
-        v = torch.randn(t, hk, d, device=dev, dtype=torch.bfloat16)
+        v = torch.randn(t, hk, dv, device=dev, dtype=torch.bfloat16)
+        good = cu([0, 70, 70, 71, 201])
+        s = torch.randn(hq, device=dev)
         for mode in ("key0", "null"):
-            sinkops.window_attention(q, k, v, cu, None, 130, window_size=(16, 16),
-                                     sinks=torch.randn(hq, device=dev), sink_mode=mode,
-                                     backend="cuda")
-        sinkops.window_attention(q, k, v, cu, None, 130, causal=True, backend="cuda")
+            sinkops.window_attention(q, k, v, good, None, 130, window_size=(16, 16), sinks=s, sink_mode=mode,
+                                     return_lse=True, backend=backend)
+        sinkops.window_attention(q, k, v, good, None, 130, causal=True, backend=backend)
+        sinkops.window_attention(q, k, v, good, None, 130, sinks=s, sink_mode="key0", backend=backend)
+        # Bad cu_seqlens: every value is clamped into [0, T]; max_seqlen as the caller promised.
+        for bad in ([-5, 70, 40, 300, I32_MAX], [I32_MIN, I32_MAX], [200, 10, 201, -1, 5], [0, 201, 201, 500, 0]):
+            sinkops.window_attention(q, k, v, cu(bad), None, 201, window_size=(16, 16), sinks=s, sink_mode="key0",
+                                     return_lse=True, backend=backend)
 
 
-def prefill():
-    for dqk, hq, topk in ((512, 8, 17), (576, 64, 70), (512, 128, 64)):
+def prefill(backend):
+    for dqk, hq, topk in ((512, 8, 17), (576, 64, 70), (512, 128, 64), (576, 24, 130)):
         q = torch.randn(5, hq, dqk, device=dev, dtype=torch.bfloat16)
         kv = torch.randn(100, 1, dqk, device=dev, dtype=torch.bfloat16)
         idx = torch.randint(-5, 110, (5, 1, topk), device=dev, dtype=torch.int32)
-        sinkops.sparse_mla_prefill(q, kv, idx, 0.05, attn_sink=torch.randn(hq, device=dev),
-                                   backend="cuda")
+        idx[0, 0, :3] = torch.tensor([I32_MIN, I32_MAX, 100], dtype=torch.int32)
+        idx[1] = I32_MAX
+        tl = cu([topk, I32_MAX, -3, I32_MIN, 0])
+        s = torch.randn(hq, device=dev)
+        sinkops.sparse_mla_prefill(q, kv, idx, 0.05, attn_sink=s, backend=backend)
+        sinkops.sparse_mla_prefill(q, kv, idx, 0.05, attn_sink=s, topk_length=tl, backend=backend)
 
 
-def decode():
+def decode(backend):
     for layout, dqk in (("v4", 512), ("v32", 576)):
-        cache = sinkops.pack_kv_cache(torch.randn(300, dqk, device=dev, dtype=torch.bfloat16),
-                                      layout, block_size=64)
-        q = torch.randn(3, 2, 16, dqk, device=dev, dtype=torch.bfloat16)
-        idx = torch.randint(-5, 330, (3, 2, 37), device=dev, dtype=torch.int32)
-        sinkops.sparse_mla_decode(q, cache, idx, 0.05, attn_sink=torch.randn(16, device=dev),
-                                  layout=layout, extra_kv_cache=cache, extra_indices=idx[..., :9],
-                                  backend="cuda")
+        cache = sinkops.pack_kv_cache(torch.randn(300, dqk, device=dev, dtype=torch.bfloat16), layout, block_size=64)
+        for b in (1, 3, 80):  # split-k + combine, split, single pass
+            q = torch.randn(b, 2, 16, dqk, device=dev, dtype=torch.bfloat16)
+            idx = torch.randint(-5, 330, (b, 2, 37), device=dev, dtype=torch.int32)
+            idx[0, 0, :3] = torch.tensor([I32_MIN, I32_MAX, 320], dtype=torch.int32)
+            tl = torch.full((b,), I32_MAX, dtype=torch.int32, device=dev)
+            tl[0] = -7
+            xtl = torch.full((b,), I32_MIN, dtype=torch.int32, device=dev)
+            s = torch.randn(16, device=dev)
+            sinkops.sparse_mla_decode(q, cache, idx, 0.05, attn_sink=s, layout=layout, extra_kv_cache=cache,
+                                      extra_indices=idx[..., :9], backend=backend)
+            sinkops.sparse_mla_decode(q, cache, idx, 0.05, attn_sink=s, topk_length=tl, layout=layout,
+                                      extra_kv_cache=cache, extra_indices=idx[..., :9].contiguous(),
+                                      extra_topk_length=xtl, backend=backend)
 
 
-run("window_attention", window)
-run("sparse_mla_prefill", prefill)
-run("sparse_mla_decode", decode)
+for backend in BACKENDS:
+    run(f"{backend} window_attention", lambda: window(backend))
+    run(f"{backend} sparse_mla_prefill", lambda: prefill(backend))
+    run(f"{backend} sparse_mla_decode", lambda: decode(backend))
+print(f"sanitize cases: {failures} raised")
+sys.exit(1 if failures else 0)
