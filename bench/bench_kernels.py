@@ -80,6 +80,7 @@ def main():
     ap.add_argument("--label", default="")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--backends", default="cuda,triton")
+    ap.add_argument("--only", default="window,prefill,decode", help="ops to time")
     args = ap.parse_args()
     dev = "cuda"
     torch.manual_seed(0)
@@ -103,7 +104,8 @@ def main():
     print(f"# kernel µs under CUDA-graph replay, {args.label} (sinkops {sinkops.__version__})")
     print("| case | " + " | ".join(backends) + " |\n|---|" + "---|" * len(backends))
     bf16 = torch.bfloat16
-    for name, nseg, per, hq, hk, d, window, mode in window_cases(args.quick):
+    only = args.only.split(",")
+    for name, nseg, per, hq, hk, d, window, mode in (window_cases(args.quick) if "window" in only else ()):
         t = nseg * per
         q, k, v = (torch.randn(t, h, d, device=dev, dtype=bf16) for h in (hq, hk, hk))
         cu = torch.arange(0, t + 1, per, device=dev, dtype=torch.int32)
@@ -113,7 +115,7 @@ def main():
             q, k, v, cu, None, per, window_size=window, sinks=sinks, sink_mode="key0" if mode == "none" else mode,
             out=out, backend=b))
         del q, k, v, out
-    for name, sq, skv, hq, dqk, topk in prefill_cases(args.quick):
+    for name, sq, skv, hq, dqk, topk in (prefill_cases(args.quick) if "prefill" in only else ()):
         q = torch.randn(sq, hq, dqk, device=dev, dtype=bf16)
         kv = torch.randn(skv, 1, dqk, device=dev, dtype=bf16)
         idx = torch.randint(0, skv, (sq, 1, topk), device=dev, dtype=torch.int32)
@@ -122,7 +124,7 @@ def main():
         record(name, lambda b: lambda: sinkops.sparse_mla_prefill(q, kv, idx, dqk ** -0.5, attn_sink=sink, out=out,
                                                                   backend=b))
         del q, kv, idx, out
-    for name, layout, batch, s_q, hq, topk in decode_cases(args.quick):
+    for name, layout, batch, s_q, hq, topk in (decode_cases(args.quick) if "decode" in only else ()):
         dqk = 512 if layout == "v4" else 576
         cache = sinkops.pack_kv_cache(torch.randn(65536, dqk, device=dev, dtype=bf16), layout, block_size=64)
         q = torch.randn(batch, s_q, hq, dqk, device=dev, dtype=bf16)

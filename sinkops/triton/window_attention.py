@@ -83,22 +83,23 @@ def _segment(cu_ptr, b, total):
 
 
 # Per-call ints are i64 and never specialized (sinkops/triton/_launch.py relies on it).
-@triton.jit(do_not_specialize=["total_q", "total_k", "stride_lh"])
+@triton.jit(do_not_specialize=["total_q", "total_k", "stride_lh", "n_tiles"])
 def window_attention_fwd_kernel(
         q_ptr, k_ptr, v_ptr, out_ptr, lse_ptr, sinks_ptr, cu_q_ptr, cu_k_ptr,
-        total_q: "i64", total_k: "i64", stride_lh: "i64",
+        total_q: "i64", total_k: "i64", stride_lh: "i64", n_tiles: "i32",
         stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh, stride_ot, stride_oh,
         window_left, window_right, qk_scale, group, D, DV,
         BLOCK_Q: tl.constexpr, HEADS: tl.constexpr, BLOCK_N: tl.constexpr,
         BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
         HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, SINK_MODE: tl.constexpr, WRITE_LSE: tl.constexpr,
         INPUT_PRECISION: tl.constexpr, INTERPRET: tl.constexpr):
-    # grid: (query tiles of max_seqlen_q, batch, kv heads x head chunks)
-    tile = tl.program_id(0)
-    b = tl.program_id(1)
+    # grid: (batch x query tiles of max_seqlen_q, kv heads x head chunks); the batch shares dim 0
+    # with the tiles because grid dims 1 and 2 stop at 65535 (70000 one-token segments are real)
+    b = tl.program_id(0) // n_tiles
+    tile = tl.program_id(0) % n_tiles
     chunks = tl.cdiv(group, HEADS)
-    kv_head = tl.program_id(2) // chunks
-    chunk = tl.program_id(2) % chunks
+    kv_head = tl.program_id(1) // chunks
+    chunk = tl.program_id(1) % chunks
 
     q_start, sq = _segment(cu_q_ptr, b, total_q)
     k_start, sk = _segment(cu_k_ptr, b, total_k)
@@ -265,7 +266,8 @@ def prepare(a):
             return
         lse = a.lse if a.lse is not None else a.out  # never written without WRITE_LSE
         sinks = a.sinks if a.sinks is not None else lse  # never read when SINK_MODE == 0
-        grid = (_cdiv(a.max_seqlen_q, tile.block_q), a.batch, hk * chunks)
-        run(grid, (a.q, a.k, a.v, a.out, lse, sinks, a.cu_seqlens_q, a.cu_seqlens_k, a.total_q, a.total_k,
-                   lse.stride(0) if a.lse is not None else 0, *static), a.q.device)
+        n_tiles = _cdiv(a.max_seqlen_q, tile.block_q)
+        run((n_tiles * a.batch, hk * chunks), (a.q, a.k, a.v, a.out, lse, sinks, a.cu_seqlens_q, a.cu_seqlens_k,
+                                               a.total_q, a.total_k, lse.stride(0) if a.lse is not None else 0,
+                                               n_tiles, *static), a.q.device)
     return launch
