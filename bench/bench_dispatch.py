@@ -21,6 +21,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from bench_kernels import graph_us  # noqa: E402  (bench/ is on sys.path when run as a script)
 
 TARGET_US = {"cuda": 10.0, "triton": 20.0}
 
@@ -47,27 +48,6 @@ def _per_call_us(fn, calls):
         host.append((time.perf_counter() - t0) / 100 * 1e6)
         torch.cuda.synchronize()
     return wall, min(host)
-
-
-def _graph_us(fn, replays=200):
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        fn()
-    g.replay()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(replays):
-        g.replay()
-    end.record()
-    torch.cuda.synchronize()
-    return start.elapsed_time(end) / replays * 1e3
 
 
 def _try(fn, *a):
@@ -170,7 +150,7 @@ def main():
                 r = _try(lambda: _per_call_us(variants[name](b), args.calls))
                 row[name] = r
                 cells.append("n/a" if r is None else f"{r[0]:.1f} / {r[1]:.1f}")
-            gr = _try(lambda: _graph_us(variants["eager API"](b)))
+            gr = _try(lambda: graph_us(variants["eager API"](b)))
             row["graph"] = gr
             rows.append(row)
             print(f"| {op} | {b} | " + " | ".join(cells) + f" | {'n/a' if gr is None else f'{gr:.1f}'} | "
@@ -178,7 +158,7 @@ def main():
         if peer is not None:
             fn = _try(peer)
             r = None if fn is None else _try(lambda: _per_call_us(fn, args.calls))
-            gr = None if fn is None else _try(lambda: _graph_us(fn))
+            gr = None if fn is None else _try(lambda: graph_us(fn))
             rows.append({"op": op, "backend": "FlashMLA", "eager API": r, "graph": gr})
             cell = "n/a" if r is None else f"{r[0]:.1f} / {r[1]:.1f}"
             print(f"| {op} | FlashMLA (Python call) | {cell} | | | | {'n/a' if gr is None else f'{gr:.1f}'} | peer |")

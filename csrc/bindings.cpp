@@ -11,6 +11,21 @@ namespace py = pybind11;
 namespace cu = sinkops::cuda;
 using sinkops::bind::with_call_fields;
 
+template <class P, std::string (*kUnsupported)(const P&), void (*kFwd)(const P&, void*)>
+void bind_op(py::module_& m, const std::string& op) {
+  m.def((op + "_unsupported").c_str(), [](const P& tmpl, int device) {
+    cu::ScopedDevice on(device);
+    return kUnsupported(tmpl);
+  });
+  // Launches release the GIL: they are asynchronous and never block on the device.
+  m.def((op + "_fwd").c_str(), [](const P& tmpl, const py::tuple& call, uintptr_t stream, int device) {
+    const P p = with_call_fields(tmpl, call);
+    py::gil_scoped_release nogil;
+    cu::ScopedDevice on(device);
+    kFwd(p, reinterpret_cast<void*>(stream));
+  });
+}
+
 // tools/build_cuda_emu.py builds the same bindings over the CPU-emulated kernels under another name.
 #ifndef SINKOPS_MODULE_NAME
 #define SINKOPS_MODULE_NAME _C
@@ -21,35 +36,14 @@ PYBIND11_MODULE(SINKOPS_MODULE_NAME, m) {
   sinkops::bind::bind_params(m);
   py::register_local_exception<sinkops::Error>(m, "Error", PyExc_RuntimeError);
 
-  // "" when the CUDA kernels can run calls with this template's signature on `device`, else why.
-  m.def("window_attention_unsupported", [](const sinkops::WindowAttentionParams& tmpl, int device) {
-    cu::ScopedDevice on(device);
-    return cu::window_attention_unsupported(tmpl);
-  });
-  m.def("sparse_mla_prefill_unsupported", [](const sinkops::SparseMlaPrefillParams& tmpl, int device) {
-    cu::ScopedDevice on(device);
-    return cu::sparse_mla_prefill_unsupported(tmpl);
-  });
-  m.def("sparse_mla_decode_unsupported", [](const sinkops::SparseMlaDecodeParams& tmpl, int device) {
-    cu::ScopedDevice on(device);
-    return cu::sparse_mla_decode_unsupported(tmpl);
-  });
-
-  // Launches release the GIL: they are asynchronous and never block on the device.
-  m.def("window_attention_fwd",
-        [](const sinkops::WindowAttentionParams& tmpl, const py::tuple& call, uintptr_t stream, int device) {
-          const auto p = with_call_fields(tmpl, call);
-          py::gil_scoped_release nogil;
-          cu::ScopedDevice on(device);
-          cu::window_attention_fwd(p, reinterpret_cast<void*>(stream));
-        });
-  m.def("sparse_mla_prefill_fwd",
-        [](const sinkops::SparseMlaPrefillParams& tmpl, const py::tuple& call, uintptr_t stream, int device) {
-          const auto p = with_call_fields(tmpl, call);
-          py::gil_scoped_release nogil;
-          cu::ScopedDevice on(device);
-          cu::sparse_mla_prefill_fwd(p, reinterpret_cast<void*>(stream));
-        });
+  // Per op: <op>_unsupported(template, device) -> "" when the CUDA kernels can run calls with this
+  // template's signature on `device`, else why; <op>_fwd(template, call_fields, stream, device).
+  bind_op<sinkops::WindowAttentionParams, cu::window_attention_unsupported, cu::window_attention_fwd>(
+      m, "window_attention");
+  bind_op<sinkops::SparseMlaPrefillParams, cu::sparse_mla_prefill_unsupported, cu::sparse_mla_prefill_fwd>(
+      m, "sparse_mla_prefill");
+  bind_op<sinkops::SparseMlaDecodeParams, cu::sparse_mla_decode_unsupported, cu::sparse_mla_decode_fwd>(
+      m, "sparse_mla_decode");
   // -> (num_splits, tiles_per_split, workspace bytes) for batch b on `device`.
   m.def("sparse_mla_decode_plan", [](const sinkops::SparseMlaDecodeParams& tmpl, int b, int device) {
     sinkops::SparseMlaDecodeParams p = tmpl;
@@ -58,11 +52,4 @@ PYBIND11_MODULE(SINKOPS_MODULE_NAME, m) {
     const int64_t workspace = cu::sparse_mla_decode_plan(p);
     return py::make_tuple(p.num_splits, p.tiles_per_split, workspace);
   });
-  m.def("sparse_mla_decode_fwd",
-        [](const sinkops::SparseMlaDecodeParams& tmpl, const py::tuple& call, uintptr_t stream, int device) {
-          const auto p = with_call_fields(tmpl, call);
-          py::gil_scoped_release nogil;
-          cu::ScopedDevice on(device);
-          cu::sparse_mla_decode_fwd(p, reinterpret_cast<void*>(stream));
-        });
 }

@@ -19,7 +19,7 @@ combination that cannot run is simply not generated.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import pytest
 import torch
@@ -43,7 +43,6 @@ class Target:
     max_head_dim: int = 256
     # the emulator models a 16-SM device: decode batches are scaled down to keep its split plans
     batch_divisor: int = 1
-    extra: dict = field(default_factory=dict)
 
     def takes(self, size="tiny", dtype=torch.bfloat16, op="window", head_dim=64) -> bool:
         dtypes = self.window_dtypes if op == "window" else self.mla_dtypes
@@ -62,7 +61,7 @@ _ALL = [
     Target("torch-gpu", "torch", "cuda", "small", _GPU_MARK),
     Target("cuda-emu", "cuda-emu", "cpu", "small", window_dtypes=_LOWP, batch_divisor=8),
     Target("triton-interp", "triton", "cpu", "tiny", window_dtypes=_LOWP + (torch.float32,)),
-    Target("sycl", "sycl", "cpu", "small", window_dtypes=_LOWP + (torch.float32,), mla_dtypes=(torch.bfloat16,)),
+    Target("sycl", "sycl", "cpu", "small", window_dtypes=_LOWP + (torch.float32,)),
     Target("torch", "torch", "cpu", "small"),
 ]
 

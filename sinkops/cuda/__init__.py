@@ -63,7 +63,3 @@ class CudaBackend:
 
 
 backend = CudaBackend(_C, import_error=_IMPORT_ERROR)
-
-
-def available() -> bool:
-    return backend.why_unavailable(torch.device("cuda")) == ""

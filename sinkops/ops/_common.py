@@ -25,6 +25,18 @@ from sinkops import backends
 LIB = torch.library.Library("sinkops", "DEF")
 
 
+def register_op(name: str, schema: str, returns: str, outs: str, kernel, kernel_out, fake) -> None:
+    """Defines sinkops::<name> (functional: `schema -> returns`) and sinkops::<name>_out (the same
+    arguments plus the keyword-only mutated outputs `outs`), each with one Python kernel for every
+    backend key (CompositeExplicitAutograd) and a fake for tracing (the _out one returns nothing)."""
+    LIB.define(f"{name}({schema}) -> {returns}")
+    LIB.define(f"{name}_out({schema}, *, {outs}) -> ()")
+    LIB.impl(name, kernel, "CompositeExplicitAutograd")
+    LIB.impl(f"{name}_out", kernel_out, "CompositeExplicitAutograd")
+    torch.library.register_fake(f"sinkops::{name}", fake, lib=LIB)
+    torch.library.register_fake(f"sinkops::{name}_out", lambda *args, **outputs: None, lib=LIB)
+
+
 class SinkMode(enum.IntEnum):
     """sinkops::SinkMode (csrc/include/sinkops/types.h); checked against the compiled modules."""
     NONE = 0

@@ -8,7 +8,7 @@ from torch import Tensor
 from sinkops import _validate as V
 from sinkops import backends, kv_layout
 from sinkops.kv_layout import VALUE_DIM
-from sinkops.ops._common import LIB, PlanCache, check_values, checked_mode_possible, dispatch, eager
+from sinkops.ops._common import PlanCache, check_values, checked_mode_possible, dispatch, eager, register_op
 
 
 class SparseMlaDecodeArgs:
@@ -161,8 +161,7 @@ def run(q, kv_cache, indices, sm_scale, attn_sink, topk_length, layout, extra_kv
 
 _SCHEMA = ("Tensor q, Tensor kv_cache, Tensor indices, float sm_scale, Tensor? attn_sink, Tensor? topk_length, "
            "str layout, Tensor? extra_kv_cache, Tensor? extra_indices, Tensor? extra_topk_length, str backend")
-LIB.define(f"sparse_mla_decode({_SCHEMA}) -> (Tensor out, Tensor lse)")
-LIB.define(f"sparse_mla_decode_out({_SCHEMA}, *, Tensor(a!) out, Tensor(b!) lse) -> ()")
+_RETURNS = "(Tensor out, Tensor lse)"
 
 
 def _op(q, kv_cache, indices, sm_scale, attn_sink, topk_length, layout, extra_kv_cache, extra_indices,
@@ -183,14 +182,8 @@ def _fake(q, kv_cache, indices, sm_scale, attn_sink, topk_length, layout, extra_
     return q.new_empty(b, sq, hq, VALUE_DIM), q.new_empty(b, hq, sq, dtype=torch.float32)
 
 
-def _fake_out(*args, out, lse):
-    return None
 
-
-LIB.impl("sparse_mla_decode", _op, "CompositeExplicitAutograd")
-LIB.impl("sparse_mla_decode_out", _op_out, "CompositeExplicitAutograd")
-torch.library.register_fake("sinkops::sparse_mla_decode", _fake, lib=LIB)
-torch.library.register_fake("sinkops::sparse_mla_decode_out", _fake_out, lib=LIB)
+register_op("sparse_mla_decode", _SCHEMA, _RETURNS, "Tensor(a!) out, Tensor(b!) lse", _op, _op_out, _fake)
 
 
 # ------------------------------------------------------------------------------ public function

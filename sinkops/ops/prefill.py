@@ -10,7 +10,7 @@ from torch import Tensor
 from sinkops import _validate as V
 from sinkops import backends
 from sinkops.kv_layout import LAYOUTS, VALUE_DIM
-from sinkops.ops._common import LIB, PlanCache, check_values, checked_mode_possible, dispatch, eager
+from sinkops.ops._common import PlanCache, check_values, checked_mode_possible, dispatch, eager, register_op
 
 _D_QK = tuple(sorted({lay.d_qk for lay in LAYOUTS.values()}))  # 512 (DeepSeek-V4), 576 (V3.2)
 
@@ -129,8 +129,7 @@ def run(q, kv, indices, sm_scale, d_v, attn_sink, topk_length, out, max_logits, 
 
 _SCHEMA = ("Tensor q, Tensor kv, Tensor indices, float sm_scale, int d_v, Tensor? attn_sink, Tensor? topk_length, "
            "str backend")
-LIB.define(f"sparse_mla_prefill({_SCHEMA}) -> (Tensor out, Tensor max_logits, Tensor lse)")
-LIB.define(f"sparse_mla_prefill_out({_SCHEMA}, *, Tensor(a!) out, Tensor(b!) max_logits, Tensor(c!) lse) -> ()")
+_RETURNS = "(Tensor out, Tensor max_logits, Tensor lse)"
 
 
 def _op(q, kv, indices, sm_scale, d_v, attn_sink, topk_length, backend):
@@ -147,14 +146,9 @@ def _fake(q, kv, indices, sm_scale, d_v, attn_sink, topk_length, backend):
             q.new_empty(sq, hq, dtype=torch.float32))
 
 
-def _fake_out(*args, out, max_logits, lse):
-    return None
 
-
-LIB.impl("sparse_mla_prefill", _op, "CompositeExplicitAutograd")
-LIB.impl("sparse_mla_prefill_out", _op_out, "CompositeExplicitAutograd")
-torch.library.register_fake("sinkops::sparse_mla_prefill", _fake, lib=LIB)
-torch.library.register_fake("sinkops::sparse_mla_prefill_out", _fake_out, lib=LIB)
+register_op("sparse_mla_prefill", _SCHEMA, _RETURNS, "Tensor(a!) out, Tensor(b!) max_logits, Tensor(c!) lse",
+            _op, _op_out, _fake)
 
 
 # ------------------------------------------------------------------------------ public function

@@ -9,8 +9,8 @@ from torch import Tensor
 
 from sinkops import _validate as V
 from sinkops import backends
-from sinkops.ops._common import (LIB, SINK_MODE_NAMES, PlanCache, SinkMode, check_values, checked_mode_possible,
-                                 dispatch, eager)
+from sinkops.ops._common import (SINK_MODE_NAMES, PlanCache, SinkMode, check_values, checked_mode_possible,
+                                 dispatch, eager, register_op)
 
 
 class WindowAttentionArgs:
@@ -163,8 +163,7 @@ def run(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, window_
 _SCHEMA = ("Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, Tensor cu_seqlens_k, int max_seqlen_q, "
            "int max_seqlen_k, int window_left, int window_right, float softmax_scale, Tensor? sinks, "
            "str sink_mode, str backend")
-LIB.define(f"window_attention({_SCHEMA}) -> (Tensor out, Tensor lse)")
-LIB.define(f"window_attention_out({_SCHEMA}, *, Tensor(a!) out, Tensor(b!) lse) -> ()")
+_RETURNS = "(Tensor out, Tensor lse)"
 
 
 def _op(q, k, v, cu_q, cu_k, max_q, max_k, left, right, scale, sinks, sink_mode, backend):
@@ -181,14 +180,8 @@ def _fake(q, k, v, cu_q, cu_k, max_q, max_k, left, right, scale, sinks, sink_mod
             q.new_empty(q.shape[1], q.shape[0], dtype=torch.float32))
 
 
-def _fake_out(*args, out, lse):
-    return None
 
-
-LIB.impl("window_attention", _op, "CompositeExplicitAutograd")
-LIB.impl("window_attention_out", _op_out, "CompositeExplicitAutograd")
-torch.library.register_fake("sinkops::window_attention", _fake, lib=LIB)
-torch.library.register_fake("sinkops::window_attention_out", _fake_out, lib=LIB)
+register_op("window_attention", _SCHEMA, _RETURNS, "Tensor(a!) out, Tensor(b!) lse", _op, _op_out, _fake)
 
 
 # ------------------------------------------------------------------------------ public function

@@ -96,11 +96,3 @@ class SyclBackend:
 
 
 backend = SyclBackend(_sycl)
-
-
-def available() -> bool:
-    return backend.why_unavailable(torch.device("cpu")) == ""
-
-
-def why_unavailable() -> str:
-    return backend.why_unavailable(torch.device("cpu"))
