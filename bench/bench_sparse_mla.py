@@ -68,7 +68,6 @@ def _random_indices(rows, topk, n_valid, device):
 
 def bench_prefill(device, peaks, quick, results):
     from sinkops import ops
-    from sinkops.triton import sparse_mla as triton_mla
     sq, skv = (1024, 8192) if quick else (4096, 32768)
     matmul_rate, copy_bw = peaks
     print(f"\n### sparse MLA prefill, {sq} queries x {skv} keys, random indices, with sink\n")
@@ -82,11 +81,9 @@ def bench_prefill(device, peaks, quick, results):
         sink = torch.randn(hq, device=device, dtype=torch.float32)
         scale = dqk ** -0.5
         out = torch.empty(sq, hq, D_V, device=device, dtype=torch.bfloat16)
-        ml = torch.empty(sq, hq, device=device, dtype=torch.float32)
-        lse = torch.empty_like(ml)
         t_cuda = _try_time(lambda: ops.sparse_mla_prefill(q, kv, idx, scale, D_V, sink, out=out, backend="cuda"))
-        t_triton = _try_time(lambda: triton_mla.sparse_mla_prefill_fwd(q, kv, idx, scale, D_V, sink, None,
-                                                                       out, ml, lse))
+        t_triton = _try_time(lambda: ops.sparse_mla_prefill(q, kv, idx, scale, D_V, sink, out=out,
+                                                            backend="triton"))
         t_ref = None  # the reference materialises [rows, topk, Dqk]: too slow at this size
         flops = 2 * sq * hq * topk * (dqk + D_V)
         nbytes = q.numel() * 2 + sq * topk * dqk * 2 + out.numel() * 2 + idx.numel() * 4
@@ -108,7 +105,6 @@ def bench_prefill(device, peaks, quick, results):
 def bench_decode(device, peaks, quick, results):
     from sinkops import kv_cache as kvc
     from sinkops import ops, reference
-    from sinkops.triton import sparse_mla as triton_mla
     matmul_rate, copy_bw = peaks
     block_size, num_tokens = 64, 65536
     batches = (1, 16) if quick else (1, 16, 128, 256)
@@ -128,12 +124,11 @@ def bench_decode(device, peaks, quick, results):
                     q = torch.randn(b, s_q, hq, dqk, device=device, dtype=torch.bfloat16)
                     idx = _random_indices((b, s_q), topk, num_tokens, device)
                     out = torch.empty(b, s_q, hq, D_V, device=device, dtype=torch.bfloat16)
-                    lse = torch.empty(b, hq, s_q, device=device, dtype=torch.float32)
                     scale = dqk ** -0.5
                     t_cuda = _try_time(lambda: ops.sparse_mla_decode(q, cache, idx, scale, sink, layout=layout,
                                                                      backend="cuda"))
-                    t_triton = _try_time(lambda: triton_mla.sparse_mla_decode_fwd(
-                        q, cache, idx, scale, sink, None, layout, None, None, None, out, lse))
+                    t_triton = _try_time(lambda: ops.sparse_mla_decode(q, cache, idx, scale, sink, layout=layout,
+                                                                       out=out, backend="triton"))
                     t_ref = None
                     if b <= 16 and not quick:
                         t_ref = _try_time(lambda: reference.sparse_mla_decode(q, cache, idx, scale, sink,

@@ -60,26 +60,21 @@ def make_inputs(nseg, seqlen, hq, hk, d):
     return q, k, v, cu, sinks
 
 
-def bench_triton(q, k, v, cu, seqlen, window, sinks, mode):
-    from sinkops.triton.window_attention import window_attention_fwd
-
-    out = torch.empty_like(q[..., : v.shape[2]])
-    lse = torch.empty(q.shape[1], q.shape[0], device="cuda", dtype=torch.float32)
-    scale = q.shape[2] ** -0.5
-
-    def run():
-        window_attention_fwd(q, k, v, cu, cu, seqlen, seqlen, window[0], window[1], scale,
-                             sinks, mode, out, lse)
-    return _median_us(run)
-
-
-def bench_cuda(q, k, v, cu, seqlen, window, sinks, mode):
-    import sinkops.ops as ops
+def _bench_ours(backend, q, k, v, cu, seqlen, window, sinks, mode):
+    import sinkops
 
     out = torch.empty_like(q[..., : v.shape[2]])
     kw = dict(window_size=window, sinks=sinks, sink_mode="key0" if mode == "none" else mode,
-              out=out, backend="cuda")
-    return _median_us(lambda: ops.window_attention(q, k, v, cu, cu, seqlen, seqlen, **kw))
+              out=out, backend=backend)
+    return _median_us(lambda: sinkops.window_attention(q, k, v, cu, cu, seqlen, seqlen, **kw))
+
+
+def bench_triton(q, k, v, cu, seqlen, window, sinks, mode):
+    return _bench_ours("triton", q, k, v, cu, seqlen, window, sinks, mode)
+
+
+def bench_cuda(q, k, v, cu, seqlen, window, sinks, mode):
+    return _bench_ours("cuda", q, k, v, cu, seqlen, window, sinks, mode)
 
 
 def bench_flex(q, k, v, cu, seqlen, window, sinks):

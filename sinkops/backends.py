@@ -1,8 +1,9 @@
 """The backends and how a call picks one (docs/ARCHITECTURE.md).
 
 Every backend implements one interface, for each op's args object (ops/window.py,
-ops/prefill.py, ops/decode.py: `args.op` names the op):
+ops/prefill.py, ops/decode.py and the backward ops in ops/*_backward.py: `args.op` names the op):
 
+    ops                              the op names it has kernels for (FORWARD_OPS, BACKWARD_OPS)
     why_unavailable(device) -> str   '' when it can run tensors on this device, else the reason
     supports(args) -> str            '' when it can run this call, else the reason (naming the argument)
     prepare(args) -> launch          a launcher for every call with args' signature; ops caches it
@@ -18,6 +19,8 @@ from __future__ import annotations
 import importlib
 
 NAMES = ("auto", "cuda", "triton", "sycl", "torch")
+FORWARD_OPS = frozenset({"window_attention", "sparse_mla_prefill", "sparse_mla_decode"})
+BACKWARD_OPS = frozenset({"window_attention_backward", "sparse_mla_prefill_backward"})
 
 # name -> module whose `backend` attribute implements the interface (imported on first use)
 _MODULES = {"cuda": "sinkops.cuda", "triton": "sinkops.triton", "sycl": "sinkops.sycl", "torch": "sinkops.pytorch"}
@@ -31,7 +34,10 @@ _REGISTERED: dict = {}
 AUTO_ORDER = {
     "cuda": {"window_attention": ("triton", "cuda", "torch"),
              "sparse_mla_prefill": ("triton", "cuda", "torch"),
-             "sparse_mla_decode": ("cuda", "triton", "torch")},
+             "sparse_mla_decode": ("cuda", "triton", "torch"),
+             # no CUDA backward kernels yet (docs/DECISIONS.md)
+             "window_attention_backward": ("triton", "torch"),
+             "sparse_mla_prefill_backward": ("triton", "torch")},
     "cpu": ("sycl", "torch"),
     "xpu": ("sycl", "torch"),
 }
@@ -69,6 +75,12 @@ def _auto_order(device_type: str, op: str):
     return order[op] if isinstance(order, dict) else order
 
 
+def _why_not(b, args) -> str:
+    if args.op not in b.ops:
+        return f"it has no {args.op} kernel"
+    return b.supports(args)
+
+
 def resolve(name: str, args):
     """The backend that runs this call: `name`, or for "auto" the first in AUTO_ORDER that can."""
     device = args.q.device
@@ -77,14 +89,14 @@ def resolve(name: str, args):
         why = b.why_unavailable(device)
         if why:
             raise RuntimeError(f"backend={name!r} is not available: {why}")
-        why = b.supports(args)
+        why = _why_not(b, args)
         if why:
             raise ValueError(f"backend={name!r} cannot run this {args.op} call: {why}")
         return b
     reasons = []
     for candidate in _auto_order(device.type, args.op):
         b = get(candidate)
-        why = b.why_unavailable(device) or b.supports(args)
+        why = b.why_unavailable(device) or _why_not(b, args)
         if not why:
             return b
         reasons.append(f"{candidate}: {why}")
@@ -95,12 +107,14 @@ def auto_choice(device, op: str, args=None) -> str:
     """Name of the backend auto would take on `device` (args=None: ignoring what the call needs)."""
     for candidate in _auto_order(device.type, op):
         b = get(candidate)
-        if not b.why_unavailable(device) and (args is None or not b.supports(args)):
+        if not b.why_unavailable(device) and op in b.ops and (args is None or not b.supports(args)):
             return candidate
     return "none"
 
 
 class _Missing:
+    ops = FORWARD_OPS | BACKWARD_OPS  # so that the error says why it is missing
+
     def __init__(self, name, why):
         self.name, self._why = name, why
 

@@ -258,3 +258,171 @@ def sparse_mla_decode(q, kv_cache, indices, sm_scale, attn_sink=None, topk_lengt
         o, _, l = _sparse_attend(q[bi].to(cdt), keys.to(cdt), valid, d_v, sm_scale, attn_sink)
         out[bi], lse[bi] = o, l.transpose(0, 1)
     return out.to(q.dtype), lse.to(sdt)
+
+
+# ----------------------------------------------------------------------------- backward (DESIGN.md §6)
+
+def _attention_grads(logits, visible, values, dout, dlse, null_sink=None):
+    """The exact gradient of _masked_softmax_attend, recomputed from scratch (nothing saved).
+
+    logits [..., Q, K] (key0 bias included), visible bool broadcastable to them, values [..., K, Dv],
+    dout [..., Q, Dv], dlse [..., Q] | None (the gradient of the returned lse, sink excluded),
+    null_sink broadcastable to [..., Q] | None -> (dlogits [..., Q, K], dvalues [..., K, Dv],
+    dsink_rows [..., Q]: the null sink's gradient per row, 0 without one).
+
+    With Q = softmax over the visible keys (lse's own probabilities), r = 1 - p_sink, P = r Q
+    (the output's probabilities) and D = <dout, out>:  dX = Q (r (dP - D) + dlse),
+    dV = P^T dout, dsink = -p_sink D. Empty rows (lse = +inf, a constant) contribute nothing.
+    """
+    visible = visible.expand(logits.shape)
+    x = logits.masked_fill(~visible, -_INF)
+    empty = ~visible.any(dim=-1) if x.shape[-1] > 0 else torch.ones(x.shape[:-1], dtype=torch.bool,
+                                                                   device=x.device)
+    row_max = x.amax(dim=-1) if x.shape[-1] > 0 else x.new_full(x.shape[:-1], -_INF)
+    shift = torch.where(empty, torch.zeros_like(row_max), row_max)
+    e = torch.exp(x - shift.unsqueeze(-1))
+    l_safe = torch.where(empty, torch.ones_like(shift), e.sum(dim=-1))
+    probs = e / l_safe.unsqueeze(-1)                                  # Q, exactly 0 on empty rows
+    if null_sink is not None:
+        lse = shift + torch.log(l_safe)
+        s = null_sink.to(lse.dtype).expand(lse.shape)
+        # p_sink = e^s / (e^s + sum e^x) = sigmoid(s - lse): exact at s = -inf (0) and +inf (1)
+        p_sink = torch.where(empty, torch.zeros_like(lse), torch.sigmoid(s - lse))
+        r = torch.where(empty, torch.zeros_like(lse), torch.sigmoid(lse - s))
+    else:
+        p_sink = torch.zeros_like(shift)
+        r = torch.where(empty, torch.zeros_like(shift), torch.ones_like(shift))
+    p = probs * r.unsqueeze(-1)
+    vals = values.to(p.dtype)
+    out = torch.matmul(p, vals)
+    d_row = (dout * out).sum(dim=-1)                                  # D
+    dp = torch.matmul(dout, vals.transpose(-1, -2))
+    g = torch.zeros_like(shift) if dlse is None else torch.where(empty, torch.zeros_like(shift), dlse.to(shift.dtype))
+    dlogits = probs * (r.unsqueeze(-1) * (dp - d_row.unsqueeze(-1)) + g.unsqueeze(-1))
+    dvalues = torch.matmul(p.transpose(-1, -2), dout)
+    return dlogits, dvalues, -p_sink * d_row
+
+
+def _window_segment_grads(q, k, v, dout, dlse, visible, scale, sinks, sink_mode):
+    """One segment, all heads. q [sq,Hq,D], k [sk,Hk,D], v [sk,Hk,Dv], dout [sq,Hq,Dv], dlse [Hq,sq] | None
+    (compute dtype) -> dq [sq,Hq,D], dk [sk,Hk,D], dv [sk,Hk,Dv], dsinks [Hq]."""
+    sq, hq, _ = q.shape
+    sk, hk, dv_dim = v.shape
+    group = hq // hk
+    qh = q.permute(1, 0, 2)
+    kh = k.permute(1, 0, 2).repeat_interleave(group, dim=0)
+    vh = v.permute(1, 0, 2).repeat_interleave(group, dim=0)
+    do = dout.permute(1, 0, 2)                                        # [Hq, sq, Dv]
+    logits = torch.matmul(qh, kh.transpose(1, 2)) * scale
+    vis = visible.unsqueeze(0).expand(hq, sq, sk).clone()
+    inf_rows = None
+    if sinks is not None and sink_mode == "key0":
+        s = sinks.to(logits.dtype)
+        finite = torch.isfinite(s)
+        logits[:, :, 0] += torch.where(finite, s, torch.zeros_like(s)).unsqueeze(1)
+        vis[:, :, 0] &= finite.unsqueeze(1)
+        # +inf: out = v_0 exactly on the rows that see key 0, so dv_0 takes their dout and nothing
+        # else gets a gradient from them (P is one-hot; lse is the constant +inf there)
+        inf_rows = torch.isposinf(s).unsqueeze(1) & visible[:, 0].unsqueeze(0)      # [Hq, sq]
+        do = torch.where(inf_rows.unsqueeze(-1), torch.zeros_like(do), do)
+        if dlse is not None:
+            dlse = torch.where(inf_rows, torch.zeros_like(dlse), dlse)
+    null_sink = sinks.unsqueeze(1) if sinks is not None and sink_mode == "null" else None
+    dx, dvh, dsink_rows = _attention_grads(logits, vis, vh, do, dlse, null_sink)
+    if inf_rows is not None:
+        dvh[:, 0, :] += torch.where(inf_rows.unsqueeze(-1), dout.permute(1, 0, 2), torch.zeros_like(do)).sum(dim=1)
+    dq = torch.matmul(dx, kh) * scale                                 # [Hq, sq, D]
+    dkh = torch.matmul(dx.transpose(1, 2), qh) * scale                # [Hq, sk, D]
+    dk = dkh.view(hk, group, sk, -1).sum(dim=1).permute(1, 0, 2)
+    dv = dvh.view(hk, group, sk, dv_dim).sum(dim=1).permute(1, 0, 2)
+    if sink_mode == "key0" and sinks is not None:
+        dsinks = dx[:, :, 0].sum(dim=1)                               # masked / +inf: exactly 0
+    elif null_sink is not None:
+        dsinks = dsink_rows.sum(dim=1)
+    else:
+        dsinks = torch.zeros(hq, dtype=dq.dtype, device=dq.device)
+    return dq.permute(1, 0, 2), dk, dv, dsinks
+
+
+def window_attention_backward(dout, q, k, v, cu_seqlens_q, cu_seqlens_k=None, window_size=(-1, -1), causal=False,
+                              softmax_scale=None, sinks=None, sink_mode="key0", dlse=None, compute_dtype=None):
+    """The exact gradient of window_attention (DESIGN.md §6), recomputed from the inputs.
+
+    dout [Tq,Hq,Dv], dlse [Hq,Tq] | None (the gradient of the returned lse; ignored where lse is
+    +inf) -> (dq, dk, dv in the inputs' dtypes, dsinks float32/64 [Hq] or None without sinks).
+    """
+    if sink_mode == "none":
+        sinks = None
+    if cu_seqlens_k is None:
+        cu_seqlens_k = cu_seqlens_q
+    left, right = int(window_size[0]), int(window_size[1])
+    if causal:
+        right = 0
+    cdt, sdt = _resolve_compute_dtype(q.dtype, compute_dtype)
+    scale = q.shape[-1] ** -0.5 if softmax_scale is None else float(softmax_scale)
+    tq, hq, _ = q.shape
+    tk = k.shape[0]
+    sinks = None if sinks is None else sinks.to(q.device)
+    dq = torch.zeros(q.shape, dtype=cdt, device=q.device)
+    dk = torch.zeros(k.shape, dtype=cdt, device=q.device)
+    dv = torch.zeros(v.shape, dtype=cdt, device=q.device)
+    dsinks = torch.zeros(hq, dtype=cdt, device=q.device)
+    cq = [int(x) for x in cu_seqlens_q.tolist()]
+    ck = [int(x) for x in cu_seqlens_k.tolist()]
+    for b in range(len(cq) - 1):
+        q0 = min(max(cq[b], 0), tq)
+        q1 = min(max(cq[b + 1], q0), tq)
+        k0 = min(max(ck[b], 0), tk)
+        k1 = min(max(ck[b + 1], k0), tk)
+        if q1 == q0 or k1 == k0:
+            continue
+        visible = window_visibility(q1 - q0, k1 - k0, left, right, device=q.device)
+        g_lse = None if dlse is None else dlse[:, q0:q1].to(cdt)
+        gq, gk, gv, gs = _window_segment_grads(q[q0:q1].to(cdt), k[k0:k1].to(cdt), v[k0:k1].to(cdt),
+                                               dout[q0:q1].to(cdt), g_lse, visible, scale, sinks, sink_mode)
+        dq[q0:q1] += gq
+        dk[k0:k1] += gk
+        dv[k0:k1] += gv
+        dsinks += gs
+    return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype), None if sinks is None else dsinks.to(sdt)
+
+
+def sparse_mla_prefill_backward(dout, q, kv, indices, sm_scale, d_v=512, attn_sink=None, topk_length=None,
+                                dlse=None, compute_dtype=None):
+    """The exact gradient of sparse_mla_prefill (DESIGN.md §6): dout [Sq,Hq,d_v], dlse [Sq,Hq] | None
+    (max_logits has no gradient) -> (dq [Sq,Hq,Dqk], dkv [Skv,1,Dqk] summed over every query and
+    duplicate index that reads a row, d attn_sink [Hq] or None)."""
+    cdt, sdt = _resolve_compute_dtype(q.dtype, compute_dtype)
+    sq, hq, dqk = q.shape
+    skv = kv.shape[0]
+    attn_sink = None if attn_sink is None else attn_sink.to(q.device)
+    idx = indices.reshape(sq, -1).long()
+    topk = idx.shape[1]
+    valid = (idx >= 0) & (idx < skv)
+    if topk_length is not None:
+        valid &= torch.arange(topk, device=q.device).unsqueeze(0) < topk_length.to(q.device).long().unsqueeze(1)
+    kv2 = kv.reshape(skv, dqk)
+    dq = torch.zeros(q.shape, dtype=cdt, device=q.device)
+    dkv = torch.zeros(skv, dqk, dtype=cdt, device=q.device)
+    dsink = torch.zeros(hq, dtype=cdt, device=q.device)
+    step = _rows_per_chunk(topk, dqk)
+    for r0 in range(0, sq, step):
+        r1 = min(sq, r0 + step)
+        ok = valid[r0:r1]
+        safe = torch.where(ok, idx[r0:r1], torch.zeros_like(idx[r0:r1]))
+        keys = kv2[safe].to(cdt) if skv > 0 else q.new_zeros(r1 - r0, topk, dqk, dtype=cdt)
+        qc = q[r0:r1].to(cdt)
+        logits = torch.matmul(qc, keys.transpose(1, 2)) * sm_scale  # [N, Hq, K]
+        g_lse = None if dlse is None else dlse[r0:r1].to(cdt)
+        null_sink = None if attn_sink is None else attn_sink.unsqueeze(0)
+        dx, dvals, dsink_rows = _attention_grads(logits, ok.unsqueeze(1), keys[..., :d_v], dout[r0:r1].to(cdt),
+                                                 g_lse, null_sink)
+        dq[r0:r1] = torch.matmul(dx, keys) * sm_scale
+        dkeys = torch.matmul(dx.transpose(1, 2), qc) * sm_scale     # [N, K, Dqk]
+        dkeys[..., :d_v] += dvals
+        dkeys = torch.where(ok.unsqueeze(-1), dkeys, torch.zeros_like(dkeys))
+        if skv > 0:
+            dkv.index_add_(0, safe.reshape(-1), dkeys.reshape(-1, dqk))
+        dsink += dsink_rows.sum(dim=0)
+    return (dq.to(q.dtype), dkv.view(skv, 1, dqk).to(kv.dtype),
+            None if attn_sink is None else dsink.to(sdt))

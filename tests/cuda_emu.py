@@ -10,6 +10,8 @@ import os
 import sys
 from pathlib import Path
 
+from sinkops import backends
+
 _ROOT = Path(__file__).resolve().parents[1]
 # A small device: emulated tests use 1/8 of the GPU tests' decode batch and still take the same
 # split-k / single-pass paths (the split plan reads the SM count).
@@ -31,6 +33,7 @@ class LazyEmulatorBackend:
     """Builds the emulator module when a test first asks for this backend."""
 
     name = "cuda-emu"
+    ops = backends.FORWARD_OPS
 
     def __init__(self):
         self._backend = None

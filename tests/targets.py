@@ -43,6 +43,7 @@ class Target:
     max_head_dim: int = 256
     # the emulator models a 16-SM device: decode batches are scaled down to keep its split plans
     batch_divisor: int = 1
+    backward: bool = False  # its backend has the backward ops (window attention, sparse prefill)
 
     def takes(self, size="tiny", dtype=torch.bfloat16, op="window", head_dim=64) -> bool:
         dtypes = self.window_dtypes if op == "window" else self.mla_dtypes
@@ -57,12 +58,12 @@ _LOWP = (torch.bfloat16, torch.float16)
 
 _ALL = [
     Target("cuda", "cuda", "cuda", "large", _GPU_MARK, window_dtypes=_LOWP),
-    Target("triton", "triton", "cuda", "large", _GPU_MARK, window_dtypes=_LOWP + (torch.float32,)),
-    Target("torch-gpu", "torch", "cuda", "small", _GPU_MARK),
+    Target("triton", "triton", "cuda", "large", _GPU_MARK, window_dtypes=_LOWP + (torch.float32,), backward=True),
+    Target("torch-gpu", "torch", "cuda", "small", _GPU_MARK, backward=True),
     Target("cuda-emu", "cuda-emu", "cpu", "small", window_dtypes=_LOWP, batch_divisor=8),
-    Target("triton-interp", "triton", "cpu", "tiny", window_dtypes=_LOWP + (torch.float32,)),
+    Target("triton-interp", "triton", "cpu", "tiny", window_dtypes=_LOWP + (torch.float32,), backward=True),
     Target("sycl", "sycl", "cpu", "small", window_dtypes=_LOWP + (torch.float32,)),
-    Target("torch", "torch", "cpu", "small"),
+    Target("torch", "torch", "cpu", "small", backward=True),
 ]
 
 
@@ -79,6 +80,7 @@ def _collected(t: Target) -> bool:
 
 
 TARGETS = [t for t in _ALL if _collected(t)]
+BACKWARD_TARGETS = [t for t in TARGETS if t.backward]
 BY_NAME = {t.name: t for t in _ALL}
 
 

@@ -94,7 +94,6 @@ def test_auto_on_cpu_is_sycl_or_torch_never_the_oracle():
 def test_float64_goes_to_the_torch_backend():
     case = helpers.make_window_case([10, 3], hq=2, hk=1, d=16, dtype=torch.float64)
     from sinkops.ops import window
-    from sinkops import reference
 
     window._PLANS.clear()
     out = sinkops.window_attention(case["q"], case["k"], case["v"], case["cu_seqlens_q"], None, 10,

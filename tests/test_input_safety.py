@@ -12,7 +12,7 @@ import torch
 import sinkops
 from helpers import (check_close, make_sparse_decode_case, make_sparse_prefill_case, make_window_case, run_decode,
                      run_prefill, run_window, sinks_like, window_oracle, prefill_oracle, decode_oracle)
-from targets import BY_NAME, params
+from targets import params
 
 I32_MIN, I32_MAX = -2**31, 2**31 - 1
 

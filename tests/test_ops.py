@@ -1,6 +1,5 @@
 """The public API: validation errors, out=, backend choice, torch.ops registration,
 torch.compile(fullgraph=True), and CUDA-graph capture on the GPU."""
-import math
 
 import pytest
 import torch

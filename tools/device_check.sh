@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: install, GPU tests, sanitizers, benchmarks; logs go to $OUT.
-#   bash tools/device_check.sh [install|build] [flashmla] [smoke] [test] [sanitize] [bench] [dispatch] [cpp] [demo] [cp]
+#   bash tools/device_check.sh [install|build] [flashmla] [smoke] [test] [backward] [sanitize] [bench] [dispatch] [cpp] [demo] [cp]
 # (no arguments = all but build). Build the wheel on the CPU machine first (no device time spent
 # compiling): SINKOPS_CUDA_ARCHS=90a SINKOPS_SYCL=0 PYENV_VERSION=3.12.1 python3.12 -m pip wheel \
 #   --no-deps -w .whl .   and carry .whl (and .peers for FlashMLA, see ../shared/peers).
@@ -11,7 +11,7 @@ R=$PWD
 OUT=${OUT:-/tmp/sinkops-out}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-stages=${*:-install flashmla smoke test sanitize bench dispatch cpp demo}
+stages=${*:-install flashmla smoke test backward sanitize bench dispatch cpp demo}
 has() { [[ " $stages " == *" $1 "* ]]; }
 t0=$(date +%s)
 log() { echo "=== [$(( $(date +%s) - t0 ))s] $*"; }
@@ -42,6 +42,16 @@ if has test; then
   log "gpu tests"
   (cd /tmp && python3 -m pytest -q -rs --timeout=600 -p no:cacheprovider "$R/tests" -m gpu ${PYTEST_ARGS:-} 2>&1 \
      | tee "$OUT/test_gpu.log" | tail -25)
+fi
+if has backward; then
+  log "backward: gpu tests, sanitizers (Triton backward kernels), benchmark"
+  (cd /tmp && python3 -m pytest -q -rs -p no:cacheprovider "$R/tests/test_backward.py" -m gpu 2>&1 \
+     | tee "$OUT/test_backward_gpu.log" | tail -6)
+  for tool in memcheck racecheck; do
+    (cd /tmp && compute-sanitizer --tool $tool python3 "$R/tools/sanitize_cases.py" triton backward \
+       > "$OUT/sanitize_backward_$tool.log" 2>&1; tail -2 "$OUT/sanitize_backward_$tool.log")
+  done
+  (cd /tmp && python3 "$R/bench/bench_backward.py" --json "$OUT/bench_backward.json" 2>&1 | tee "$OUT/bench_backward.log")
 fi
 if has sanitize; then
   log "compute-sanitizer"

@@ -2,9 +2,10 @@
 Triton backends: ragged shapes (empty segments, windows at edges, odd topk, every CUDA head-dim
 instantiation, split and single-pass decode) and the device-side values no kernel may let out
 of bounds (docs/DESIGN.md §2): cu_seqlens negative / decreasing / past the end / INT32_MIN..MAX,
-indices INT32_MIN / INT32_MAX / -1 / past the pool, topk_length below 0 and above topk.
+indices INT32_MIN / INT32_MAX / -1 / past the pool, topk_length below 0 and above topk; the
+Triton backward kernels under the same values.
 
-    compute-sanitizer --tool memcheck python3 tools/sanitize_cases.py [cuda,triton]
+    compute-sanitizer --tool memcheck python3 tools/sanitize_cases.py [cuda,triton] [backward,window,prefill,decode]
 Prints one line per group; the sanitizer's own summary says whether anything was caught.
 """
 import sys
@@ -17,6 +18,7 @@ dev = "cuda"
 torch.manual_seed(0)
 I32_MIN, I32_MAX = -2**31, 2**31 - 1
 BACKENDS = sys.argv[1].split(",") if len(sys.argv) > 1 else ["cuda", "triton"]
+GROUPS = sys.argv[2].split(",") if len(sys.argv) > 2 else ["backward", "window", "prefill", "decode"]
 failures = 0
 
 
@@ -87,9 +89,38 @@ def decode(backend):
                                       extra_topk_length=xtl, backend=backend)
 
 
+def backward(backend):
+    """The backward kernels (Triton only: the CUDA backend has none) under the same bad values."""
+    if backend != "triton":
+        return
+    for d, (hq, hk), window_size in ((64, (8, 2), (16, 16)), (128, (4, 4), (-1, -1)), (80, (4, 1), (5, 0)),
+                                     (33, (2, 1), (-1, 3))):
+        t = 201
+        q, k, v = (torch.randn(t, h, d, device=dev, dtype=torch.bfloat16, requires_grad=True) for h in (hq, hk, hk))
+        for mode, sinks in (("key0", [1.0, float("inf"), float("-inf"), 0.2]), ("null", [float("inf"), -1.0, 0.5, 2.0])):
+            s = torch.tensor((sinks * 4)[:hq], device=dev, requires_grad=True)
+            for c in ([0, 70, 70, 71, 201], [-5, 70, 40, 300, I32_MAX], [I32_MIN, I32_MAX], [200, 10, 201, -1, 5]):
+                out, lse = sinkops.window_attention(q, k, v, cu(c), None, 201, window_size=window_size, sinks=s,
+                                                    sink_mode=mode, return_lse=True, backend=backend)
+                torch.autograd.grad((out.float().sum() + lse.nan_to_num(posinf=0).sum()), [q, k, v, s])
+    for dqk, hq, topk in ((512, 8, 17), (576, 64, 70), (512, 128, 64)):
+        q = torch.randn(5, hq, dqk, device=dev, dtype=torch.bfloat16, requires_grad=True)
+        kv = torch.randn(100, 1, dqk, device=dev, dtype=torch.bfloat16, requires_grad=True)
+        idx = torch.randint(-5, 110, (5, 1, topk), device=dev, dtype=torch.int32)
+        idx[0, 0, :3] = torch.tensor([I32_MIN, I32_MAX, 100], dtype=torch.int32)
+        idx[1] = I32_MAX
+        tl = cu([topk, I32_MAX, -3, I32_MIN, 0])
+        s = torch.randn(hq, device=dev, requires_grad=True)
+        for deterministic in (False, True):
+            torch.use_deterministic_algorithms(deterministic)
+            out, _, lse = sinkops.sparse_mla_prefill(q, kv, idx, 0.05, attn_sink=s, topk_length=tl, backend=backend)
+            torch.autograd.grad(out.float().sum() + lse.nan_to_num(posinf=0).sum(), [q, kv, s])
+        torch.use_deterministic_algorithms(False)
+
+
 for backend in BACKENDS:
-    run(f"{backend} window_attention", lambda: window(backend))
-    run(f"{backend} sparse_mla_prefill", lambda: prefill(backend))
-    run(f"{backend} sparse_mla_decode", lambda: decode(backend))
+    for group, fn in (("backward", backward), ("window", window), ("prefill", prefill), ("decode", decode)):
+        if group in GROUPS:
+            run(f"{backend} {group}", lambda: fn(backend))
 print(f"sanitize cases: {failures} raised")
 sys.exit(1 if failures else 0)

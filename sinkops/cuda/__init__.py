@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from sinkops import _native
+from sinkops import _native, backends
 
 try:  # the compiled module is optional: the package works without it (Triton / torch backends)
     from sinkops import _C
@@ -25,6 +25,8 @@ _LOWP = (torch.bfloat16, torch.float16)
 
 
 class CudaBackend:
+    ops = backends.FORWARD_OPS  # no backward kernels yet (docs/DECISIONS.md)
+
     def __init__(self, module, name="cuda", device_type="cuda", import_error=""):
         self.name, self.mod, self.device_type = name, module, device_type
         self._import_error = import_error

@@ -25,16 +25,28 @@ from sinkops import backends
 LIB = torch.library.Library("sinkops", "DEF")
 
 
-def register_op(name: str, schema: str, returns: str, outs: str, kernel, kernel_out, fake) -> None:
-    """Defines sinkops::<name> (functional: `schema -> returns`) and sinkops::<name>_out (the same
-    arguments plus the keyword-only mutated outputs `outs`), each with one Python kernel for every
-    backend key (CompositeExplicitAutograd) and a fake for tracing (the _out one returns nothing)."""
+def register_functional_op(name: str, schema: str, returns: str, kernel, fake) -> None:
+    """Defines sinkops::<name> (`schema -> returns`) with one Python kernel for every backend key
+    (CompositeExplicitAutograd) and a fake for tracing."""
     LIB.define(f"{name}({schema}) -> {returns}")
-    LIB.define(f"{name}_out({schema}, *, {outs}) -> ()")
     LIB.impl(name, kernel, "CompositeExplicitAutograd")
-    LIB.impl(f"{name}_out", kernel_out, "CompositeExplicitAutograd")
     torch.library.register_fake(f"sinkops::{name}", fake, lib=LIB)
-    torch.library.register_fake(f"sinkops::{name}_out", lambda *args, **outputs: None, lib=LIB)
+
+
+def register_op(name: str, schema: str, returns: str, outs: str, kernel, kernel_out, fake) -> None:
+    """Defines sinkops::<name> (functional) and sinkops::<name>_out (the same arguments plus the
+    keyword-only mutated outputs `outs`; its fake returns nothing)."""
+    register_functional_op(name, schema, returns, kernel, fake)
+    register_functional_op(f"{name}_out", f"{schema}, *, {outs}", "()", kernel_out, lambda *args, **outputs: None)
+
+
+def backward_backend(name: str, op: str) -> str:
+    """The backend the backward of a call made with backend=`name` runs on: the same one when it
+    has the backward op, else auto (a CUDA or SYCL forward trains with the Triton or torch
+    backward: docs/DECISIONS.md)."""
+    if name == "auto" or op in getattr(backends.get(name), "ops", ()):
+        return name
+    return "auto"
 
 
 class SinkMode(enum.IntEnum):
@@ -80,11 +92,17 @@ def eager(q, *grad_inputs) -> bool:
     # is_compiling() first: dynamo folds it to True, and must not trace the C calls after it.
     if torch.compiler.is_compiling() or type(q) is not torch.Tensor or torch._C._len_torch_dispatch_stack():
         return False
-    if torch.is_grad_enabled():
-        for t in grad_inputs:
-            if t is not None and t.requires_grad:
-                return False
-    return True
+    return not wants_grad(q, *grad_inputs)
+
+
+def wants_grad(*tensors) -> bool:
+    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
+
+
+def no_grad_through_out(out, *grad_inputs) -> None:
+    """out= writes in place, which autograd cannot differentiate (as torch's own out= ops)."""
+    if out is not None and wants_grad(*grad_inputs):
+        raise ValueError("out: not supported when gradients are needed (drop out=, or run under torch.no_grad())")
 
 
 class PlanCache(dict):

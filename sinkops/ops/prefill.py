@@ -10,7 +10,8 @@ from torch import Tensor
 from sinkops import _validate as V
 from sinkops import backends
 from sinkops.kv_layout import LAYOUTS, VALUE_DIM
-from sinkops.ops._common import PlanCache, check_values, checked_mode_possible, dispatch, eager, register_op
+from sinkops.ops._common import (PlanCache, check_values, checked_mode_possible, dispatch, eager, no_grad_through_out,
+                                 register_op)
 
 _D_QK = tuple(sorted({lay.d_qk for lay in LAYOUTS.values()}))  # 512 (DeepSeek-V4), 576 (V3.2)
 
@@ -161,9 +162,11 @@ def sparse_mla_prefill(q: Tensor, kv: Tensor, indices: Tensor, sm_scale: float, 
     q [Sq, Hq, Dqk] bf16, kv [Skv, 1, Dqk] bf16 (values = first d_v channels, K == V),
     indices int32 [Sq, 1, topk] (< 0 or >= Skv invalid; duplicates count), topk_length int32 [Sq].
     Returns (out [Sq, Hq, d_v], max_logits [Sq, Hq], lse [Sq, Hq]); lse excludes the sink.
+    Differentiable in q, kv and attn_sink, lse included (docs/DESIGN.md §6; not with out=).
     """
     if eager(q, kv, attn_sink):  # straight to the launcher: no dispatcher, no autograd wrapper
         return run(q, kv, indices, sm_scale, d_v, attn_sink, topk_length, out, None, None, backend)
+    no_grad_through_out(out, q, kv, attn_sink)
     V.tensor("q", q, ndim=3)
     ops_args = (q, kv, indices, V.scale("sm_scale", sm_scale), d_v, attn_sink, topk_length, backend)
     if out is None:

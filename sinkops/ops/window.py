@@ -10,7 +10,7 @@ from torch import Tensor
 from sinkops import _validate as V
 from sinkops import backends
 from sinkops.ops._common import (SINK_MODE_NAMES, PlanCache, SinkMode, check_values, checked_mode_possible,
-                                 dispatch, eager, register_op)
+                                 dispatch, eager, no_grad_through_out, register_op)
 
 
 class WindowAttentionArgs:
@@ -200,6 +200,7 @@ def window_attention(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor, cu_s
     sinks float32 [Hq] in natural-log units (never scaled); sink_mode "key0" (bias on each
     segment's first key) or "null" (extra logit in the denominator owning no value).
     Returns out [Tq, Hq, Dv] or (out, lse [Hq, Tq] float32, natural log, +inf for empty rows).
+    Differentiable in q, k, v and sinks, lse included (docs/DESIGN.md §6; not with out=).
     backend: "auto" | "cuda" | "triton" | "sycl" | "torch" (backends.py).
     """
     if eager(q, k, v, sinks):  # straight to the launcher: no dispatcher, no autograd wrapper
@@ -208,6 +209,7 @@ def window_attention(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor, cu_s
         return (out, lse) if return_lse else out
     # Traced (torch.compile, FakeTensor), a tensor subclass, or autograd: through torch.ops, with the
     # scalars normalized here so the schema stays simple.
+    no_grad_through_out(out, q, k, v, sinks)
     left, right = V.window_size(window_size, causal)
     V.tensor("q", q, ndim=3)
     if cu_seqlens_k is None:

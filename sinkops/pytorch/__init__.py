@@ -10,13 +10,18 @@ inputs). Semantics as every backend's: docs/DESIGN.md §1-2.
 """
 from __future__ import annotations
 
+from sinkops import backends
 from sinkops.pytorch.attention import sparse_mla_decode, sparse_mla_prefill, window_attention
+from sinkops.pytorch.backward import sparse_mla_prefill_backward, window_attention_backward
 
 _RUN = {"window_attention": window_attention, "sparse_mla_prefill": sparse_mla_prefill,
-        "sparse_mla_decode": sparse_mla_decode}
+        "sparse_mla_decode": sparse_mla_decode, "window_attention_backward": window_attention_backward,
+        "sparse_mla_prefill_backward": sparse_mla_prefill_backward}
 
 
 class TorchBackend:
+    ops = backends.FORWARD_OPS | backends.BACKWARD_OPS
+
     name = "torch"
 
     def why_unavailable(self, device) -> str:

@@ -14,7 +14,7 @@ import sys
 
 import torch
 
-from sinkops import _native
+from sinkops import _native, backends
 
 
 def _point_icd_at_wheel_cpu_runtime() -> None:
@@ -50,6 +50,8 @@ def queue_handle(device: torch.device) -> int:
 
 
 class SyclBackend:
+    ops = backends.FORWARD_OPS
+
     name = "sycl"
 
     def __init__(self, module):

@@ -8,11 +8,17 @@ import os
 
 import torch
 
+from sinkops import backends
+
 _DTYPES = {"window_attention": (torch.bfloat16, torch.float16, torch.float32),
            "sparse_mla_prefill": (torch.bfloat16,), "sparse_mla_decode": (torch.bfloat16,)}
+_DTYPES["window_attention_backward"] = _DTYPES["window_attention"]
+_DTYPES["sparse_mla_prefill_backward"] = _DTYPES["sparse_mla_prefill"]
 
 
 class TritonBackend:
+    ops = backends.FORWARD_OPS | backends.BACKWARD_OPS
+
     name = "triton"
 
     def why_unavailable(self, device) -> str:
@@ -34,6 +40,12 @@ class TritonBackend:
         if a.op == "window_attention":
             from sinkops.triton import window_attention
             return window_attention.prepare(a)
+        if a.op == "window_attention_backward":
+            from sinkops.triton import window_attention_backward
+            return window_attention_backward.prepare(a)
+        if a.op == "sparse_mla_prefill_backward":
+            from sinkops.triton import sparse_mla_backward
+            return sparse_mla_backward.prepare(a)
         from sinkops.triton import sparse_mla
         return sparse_mla.prepare_prefill(a) if a.op == "sparse_mla_prefill" else sparse_mla.prepare_decode(a)
 

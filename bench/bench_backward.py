@@ -1,0 +1,280 @@
+"""Backward passes on the GPU: our Triton backward vs our forward, vs FlexAttention's backward (window,
+key0 score_mod), and the sparse-prefill backward's TFLOP/s (FLOPs = 2.5 x the forward's), plus the
+memory high-water mark of one training step. All columns measured in this run (do_bench medians).
+
+    python bench/bench_backward.py [--quick] [--json PATH]
+
+Timed: "fwd" the forward op; "bwd" the backward op alone (torch.ops.sinkops.*_backward with the
+saved out/lse, what autograd calls); "step" forward + autograd backward as a trainer pays it.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import traceback
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))  # run from a checkout
+
+WINDOW_CASES = [  # name, segments, tokens each, Hq, Hk, d, window
+    ("mimo-image 1x4096", 1, 4096, 32, 8, 64, (64, 64)),
+    ("mimo-video 16x1024", 16, 1024, 32, 8, 64, (64, 64)),
+    ("2x2048 16/16 d80", 2, 2048, 16, 16, 80, (64, 64)),
+    ("unbounded 1x4096 32/8 d128", 1, 4096, 32, 8, 128, (-1, -1)),
+]
+PREFILL_CASES = [  # name, queries, keys, Hq, Dqk, topk
+    ("V4-Pro h128 k1152", 4096, 32768, 128, 512, 1152),
+    ("V4-Flash h64 k640", 4096, 32768, 64, 512, 640),
+    ("V3.2 h128 d576 k2048", 2048, 32768, 128, 576, 2048),
+    ("V4-Flash TP8 h8 k640", 4096, 32768, 8, 512, 640),
+]
+
+
+def _us(fn) -> float:
+    import triton.testing
+
+    return triton.testing.do_bench(fn, warmup=10, rep=50, return_mode="median") * 1e3
+
+
+def _try(what, fn):
+    try:
+        return fn()
+    except Exception as e:  # one failing column must not stop the table
+        print(f"# {what}: n/a ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})", file=sys.stderr)
+        if "--verbose" in sys.argv:
+            traceback.print_exc()
+        return None
+
+
+def _peak_mb(step) -> float:
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated()
+    step()
+    torch.cuda.synchronize()
+    return (torch.cuda.max_memory_allocated() - base) / 2**20
+
+
+def window_row(case):
+    import sinkops
+
+    name, nseg, seqlen, hq, hk, d, window = case
+    t = nseg * seqlen
+    dev, bf16 = "cuda", torch.bfloat16
+    q, k, v = (torch.randn(t, h, d, device=dev, dtype=bf16) for h in (hq, hk, hk))
+    cu = torch.arange(0, t + 1, seqlen, device=dev, dtype=torch.int32)
+    sinks = -0.1 + 0.7 * torch.rand(hq, device=dev)
+    scale = d ** -0.5
+    leaves = [x.clone().requires_grad_() for x in (q, k, v, sinks)]
+    g_out = torch.randn(t, hq, d, device=dev, dtype=bf16)
+    row = dict(case=name, tokens=t)
+
+    def forward(*xs):
+        return sinkops.window_attention(*xs[:3], cu, cu, seqlen, seqlen, window_size=window, sinks=xs[3],
+                                        return_lse=True, backend="triton")
+
+    row["fwd_us"] = _try(f"{name} fwd", lambda: _us(lambda: forward(q, k, v, sinks)))
+    out, lse = forward(q, k, v, sinks)
+    left, right = window
+    bwd = lambda: torch.ops.sinkops.window_attention_backward(  # noqa: E731
+        g_out, None, q, k, v, out, lse, cu, cu, seqlen, seqlen, left, right, scale, sinks, "key0", False, "triton")
+    row["bwd_us"] = _try(f"{name} bwd", lambda: _us(bwd))
+
+    def step():
+        o, _ = forward(*leaves)
+        torch.autograd.grad(o, leaves, g_out)
+    row["step_us"] = _try(f"{name} step", lambda: _us(step))
+    row["step_peak_mb"] = _try(f"{name} peak", lambda: _peak_mb(step))
+
+    def flex_parts():
+        from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+        pos = torch.arange(t, device=dev)
+        doc = torch.searchsorted(cu[1:], pos, right=True)
+        seg_pos = pos - cu.long()[doc]
+
+        def mask_mod(b, h, qi, ki):
+            m = doc[qi] == doc[ki]
+            if left >= 0:
+                m = m & (seg_pos[ki] >= seg_pos[qi] - left)
+            if right >= 0:
+                m = m & (seg_pos[ki] <= seg_pos[qi] + right)
+            return m
+
+        def key0_bias(score, b, h, qi, ki):
+            return score + torch.where(seg_pos[ki] == 0, sinks[h], 0.0)
+
+        import torch._functorch.config as functorch_config
+
+        functorch_config.donated_buffer = False  # so the backward alone can be replayed (retain_graph)
+        mask = create_block_mask(mask_mod, 1, None, t, t, device=dev)
+        flex = torch.compile(flex_attention, dynamic=False)
+        fl = [x.detach().transpose(0, 1).unsqueeze(0).contiguous().requires_grad_() for x in (q, k, v)]
+        go = g_out.transpose(0, 1).unsqueeze(0).contiguous()
+
+        def flex_step():
+            o = flex(*fl, score_mod=key0_bias, block_mask=mask, enable_gqa=True)
+            torch.autograd.grad(o, fl, go)
+        flex_step()
+        o = flex(*fl, score_mod=key0_bias, block_mask=mask, enable_gqa=True)
+        flex_bwd = lambda: torch.autograd.grad(o, fl, go, retain_graph=True)  # noqa: E731
+        return flex_step, flex_bwd
+
+    parts = _try(f"{name} flex", flex_parts)
+    if parts:
+        row["flex_step_us"] = _try(f"{name} flex step", lambda: _us(parts[0]))
+        row["flex_bwd_us"] = _try(f"{name} flex bwd", lambda: _us(parts[1]))
+        row["flex_step_peak_mb"] = _try(f"{name} flex peak", lambda: _peak_mb(parts[0]))
+    return row
+
+
+def prefill_row(case, deterministic):
+    import sinkops
+
+    name, sq, skv, hq, dqk, topk = case
+    dev, bf16 = "cuda", torch.bfloat16
+    q = torch.randn(sq, hq, dqk, device=dev, dtype=bf16)
+    kv = torch.randn(skv, 1, dqk, device=dev, dtype=bf16)
+    idx = torch.randint(0, skv, (sq, 1, topk), device=dev, dtype=torch.int32)
+    sink = -2.2 + 4.7 * torch.rand(hq, device=dev)
+    scale = dqk ** -0.5
+    g_out = torch.randn(sq, hq, 512, device=dev, dtype=bf16)
+    flops = 2 * sq * hq * topk * (dqk + 512)
+    row = dict(case=name, fwd_flops=flops, deterministic=deterministic)
+    row["fwd_us"] = _try(f"{name} fwd", lambda: _us(lambda: sinkops.sparse_mla_prefill(q, kv, idx, scale,
+                                                                                       attn_sink=sink, backend="triton")))
+    out, _, lse = sinkops.sparse_mla_prefill(q, kv, idx, scale, attn_sink=sink, backend="triton")
+    bwd = lambda: torch.ops.sinkops.sparse_mla_prefill_backward(  # noqa: E731
+        g_out, None, q, kv, idx, out, lse, scale, 512, sink, None, deterministic, "triton")
+    row["bwd_us"] = _try(f"{name} bwd", lambda: _us(bwd))
+    if row["bwd_us"]:
+        row["bwd_tflops"] = 2.5 * flops / (row["bwd_us"] * 1e-6) / 1e12
+    if row["fwd_us"]:
+        row["fwd_tflops"] = flops / (row["fwd_us"] * 1e-6) / 1e12
+    return row
+
+
+def kernel_breakdown(case):
+    """µs per kernel of one window backward (torch.profiler), and the host cost of the autograd
+    path: forward with grad (torch.ops + autograd wrapper) and torch.autograd.grad alone."""
+    import sinkops
+    from torch.profiler import ProfilerActivity, profile
+
+    name, nseg, seqlen, hq, hk, d, window = case
+    t = nseg * seqlen
+    q, k, v = (torch.randn(t, h, d, device="cuda", dtype=torch.bfloat16) for h in (hq, hk, hk))
+    cu = torch.arange(0, t + 1, seqlen, device="cuda", dtype=torch.int32)
+    sinks = -0.1 + 0.7 * torch.rand(hq, device="cuda")
+    leaves = [x.clone().requires_grad_() for x in (q, k, v, sinks)]
+    g_out = torch.randn(t, hq, d, device="cuda", dtype=torch.bfloat16)
+    fwd = lambda: sinkops.window_attention(*leaves[:3], cu, cu, seqlen, seqlen, window_size=window,  # noqa: E731
+                                           sinks=leaves[3], backend="triton")
+    out = fwd()
+    torch.autograd.grad(out, leaves, g_out, retain_graph=True)
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(20):
+            torch.autograd.grad(out, leaves, g_out, retain_graph=True)
+        torch.cuda.synchronize()
+    print(f"\n{name}: GPU time per backward, by kernel (20 calls)")
+    for ev in sorted(prof.key_averages(), key=lambda e: -e.device_time_total)[:8]:
+        print(f"  {ev.key[:70]:70s} {ev.device_time_total / 20:8.1f} µs")
+    import time
+    for label, fn in (("forward with grad (torch.ops + autograd)", fwd),
+                      ("torch.autograd.grad (backward op + wrapper)",
+                       lambda: torch.autograd.grad(out, leaves, g_out, retain_graph=True))):
+        torch.cuda.synchronize()
+        n = 50
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        host = (time.perf_counter() - t0) / n * 1e6
+        torch.cuda.synchronize()
+        wall = (time.perf_counter() - t0) / n * 1e6
+        print(f"  host {label}: {host:.0f} µs issue, {wall:.0f} µs wall")
+
+
+def tile_sweep(case, variants):
+    """Backward op time per tile variant of sinkops/triton/window_attention_backward.backward_tiles."""
+    import sinkops  # noqa: F401
+    from sinkops.ops import window_backward
+    from sinkops.triton import window_attention_backward as wb
+
+    name, nseg, seqlen, hq, hk, d, window = case
+    t = nseg * seqlen
+    q, k, v = (torch.randn(t, h, d, device="cuda", dtype=torch.bfloat16) for h in (hq, hk, hk))
+    cu = torch.arange(0, t + 1, seqlen, device="cuda", dtype=torch.int32)
+    sinks = -0.1 + 0.7 * torch.rand(hq, device="cuda")
+    out, lse = sinkops.window_attention(q, k, v, cu, cu, seqlen, seqlen, window_size=window, sinks=sinks,
+                                        return_lse=True, backend="triton")
+    g_out = torch.randn_like(out)
+    original = wb.backward_tiles
+    print(f"\n{name}: backward op µs per tile variant (dq block_n, dk/dv block_n, dk/dv block_m, warps)")
+    try:
+        for dq_n, kv_n, kv_m, warps in variants:
+            base = original(d, d, hq // hk, True)
+            wb.backward_tiles = lambda *a, _t=(base[0], base[1], dq_n, kv_n, kv_m, base[5], base[6], warps): _t
+            window_backward._PLANS.clear()
+            run = lambda: torch.ops.sinkops.window_attention_backward(  # noqa: E731
+                g_out, None, q, k, v, out, lse, cu, cu, seqlen, seqlen, window[0], window[1], d ** -0.5, sinks,
+                "key0", False, "triton")
+            print(f"  ({dq_n}, {kv_n}, {kv_m}, {warps}): {_try('variant', lambda: _us(run)) or float('nan'):.1f}")
+    finally:
+        wb.backward_tiles = original
+        window_backward._PLANS.clear()
+
+
+def _f(x, spec="{:.1f}"):
+    return "n/a" if x is None else spec.format(x)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="the first case of each table only")
+    ap.add_argument("--json", help="write the rows here")
+    ap.add_argument("--verbose", action="store_true")
+    ap.add_argument("--profile", action="store_true", help="per-kernel times, host cost, tile sweep (MiMo video)")
+    args = ap.parse_args()
+    if not torch.cuda.is_available():
+        sys.exit("bench_backward needs a CUDA device")
+    torch.manual_seed(0)
+    if args.profile:
+        kernel_breakdown(WINDOW_CASES[1])
+        tile_sweep(WINDOW_CASES[1], [(64, 64, 64, 4), (32, 64, 64, 4), (64, 32, 64, 4), (64, 64, 32, 4),
+                                     (64, 128, 64, 8), (64, 64, 64, 8), (64, 32, 32, 4), (64, 128, 32, 8)])
+        return
+    wcases = WINDOW_CASES[:1] if args.quick else WINDOW_CASES
+    pcases = PREFILL_CASES[:1] if args.quick else PREFILL_CASES
+    print(f"# {torch.cuda.get_device_name()}, torch {torch.__version__}, bf16, key0 sinks (window), null (prefill)")
+    print("\n| window case | fwd µs | bwd µs | bwd / fwd | step µs | step peak MiB | Flex bwd µs | Flex step µs "
+          "| Flex peak MiB | Flex bwd / ours |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    rows = []
+    for c in wcases:
+        r = window_row(c)
+        rows.append(r)
+        ratio = r["bwd_us"] / r["fwd_us"] if r.get("bwd_us") and r.get("fwd_us") else None
+        vs = r["flex_bwd_us"] / r["bwd_us"] if r.get("flex_bwd_us") and r.get("bwd_us") else None
+        print(f"| {r['case']} | {_f(r['fwd_us'])} | {_f(r['bwd_us'])} | {_f(ratio, '{:.2f}')} | {_f(r['step_us'])} "
+              f"| {_f(r['step_peak_mb'], '{:.0f}')} | {_f(r.get('flex_bwd_us'))} | {_f(r.get('flex_step_us'))} "
+              f"| {_f(r.get('flex_step_peak_mb'), '{:.0f}')} | {_f(vs, '{:.2f}')} |")
+        torch.cuda.empty_cache()
+    print("\n| prefill case | fwd µs | fwd TFLOP/s | bwd µs (atomics) | bwd TFLOP/s | bwd µs (deterministic) "
+          "| det. TFLOP/s |")
+    print("|---|---|---|---|---|---|---|")
+    for c in pcases:
+        r = prefill_row(c, False)
+        rd = prefill_row(c, True)
+        rows += [r, rd]
+        print(f"| {r['case']} | {_f(r['fwd_us'])} | {_f(r.get('fwd_tflops'))} | {_f(r['bwd_us'])} "
+              f"| {_f(r.get('bwd_tflops'))} | {_f(rd['bwd_us'])} | {_f(rd.get('bwd_tflops'))} |")
+        torch.cuda.empty_cache()
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,123 @@
+"""sparse_mla_prefill's backward (docs/DESIGN.md §6): the args every backend receives, the op
+sinkops::sparse_mla_prefill_backward and the autograd formula of sinkops::sparse_mla_prefill.
+
+Saved state: the forward's (out, lse). max_logits has no gradient (a statistic, as in FlashMLA).
+dkv sums the gradient of every (query, index position) that read a row, duplicates included;
+with deterministic=True (torch.use_deterministic_algorithms) the sum is taken in a fixed order.
+"""
+from __future__ import annotations
+
+import torch
+
+from sinkops import _validate as V
+from sinkops.ops import prefill
+from sinkops.ops._common import LIB, PlanCache, backward_backend, dispatch, register_functional_op
+
+
+class SparseMlaPrefillBackwardArgs(prefill.SparseMlaPrefillArgs):
+    """The forward call's args (q, kv, indices, topk_length, attn_sink, out, lse; max_logits is
+    None) plus dout [Sq, Hq, d_v] bf16, dlse [Sq, Hq] float32 or None, the gradients to write:
+    dq [Sq, Hq, Dqk] and dkv [Skv, 1, Dqk] (bf16, allocated, unwritten), d_attn_sink float32 [Hq]
+    (or None without a sink), and deterministic (a fixed summation order for dkv)."""
+
+    op = "sparse_mla_prefill_backward"
+    __slots__ = ("dout", "dlse", "dq", "dkv", "d_attn_sink", "deterministic")
+
+
+class _Plan:
+    __slots__ = ("fwd", "launch", "backend")
+
+
+_PLANS = PlanCache()
+
+
+def _plan(dout, dlse, q, kv, indices, out, lse, sm_scale, d_v, attn_sink, topk_length, backend):
+    p = _Plan()
+    p.fwd = prefill._plan(q, kv, indices, sm_scale, d_v, attn_sink, topk_length, out, None, lse, backend)
+    V.tensor("out", out, ndim=3)
+    V.tensor("lse", lse, ndim=2, dtypes=(torch.float32,), device=q.device)
+    V.tensor("dout", dout, ndim=3, dtypes=(q.dtype,), device=q.device)
+    V.shape("dout", dout, out.shape)
+    if dlse is not None:
+        V.tensor("dlse", dlse, ndim=2, dtypes=(torch.float32,), device=q.device)
+        V.shape("dlse", dlse, lse.shape)
+    return p
+
+
+def _args(p, dout, dlse, q, kv, indices, out, lse, attn_sink, topk_length, deterministic):
+    fp = p.fwd
+    sq = q.shape[0]
+    for name, t, shape in (("indices", indices, (sq, 1, fp.topk)), ("out", out, (sq, fp.hq, fp.dv)),
+                           ("dout", dout, (sq, fp.hq, fp.dv)), ("lse", lse, (sq, fp.hq)),
+                           ("dlse", dlse, (sq, fp.hq)), ("topk_length", topk_length, (sq,))):
+        if t is not None and tuple(t.shape) != shape:
+            raise ValueError(f"{name}: expected shape {shape}, got {tuple(t.shape)}")
+    # autograd hands over expanded gradients (stride 0) for losses like out.sum(): densify those
+    dlse = None if dlse is None else dlse.contiguous()
+    if fp.copy_inputs or dout.stride(-1) != 1 or not lse.is_contiguous():
+        q, kv, indices, out, dout = (t if t.stride(-1) == 1 else t.contiguous() for t in (q, kv, indices, out, dout))
+        lse = lse.contiguous()
+        attn_sink = None if attn_sink is None else attn_sink.contiguous()
+        topk_length = None if topk_length is None else topk_length.contiguous()
+    d_sink = torch.zeros(fp.hq if attn_sink is not None else 0, dtype=torch.float32, device=fp.device)
+    if sq == 0 or fp.hq == 0 or kv.shape[0] == 0:  # no row reads a key: every gradient is exactly 0
+        return (torch.zeros_like(q), torch.zeros_like(kv), d_sink), None
+    dq, dkv = torch.empty_like(q), torch.empty_like(kv)
+    a = SparseMlaPrefillBackwardArgs(q, kv, indices, topk_length, attn_sink, out, None, lse, sq, fp.scale)
+    a.dout, a.dlse, a.dq, a.dkv = dout, dlse, dq, dkv
+    a.d_attn_sink, a.deterministic = (d_sink if attn_sink is not None else None), deterministic
+    return (dq, dkv, d_sink), a
+
+
+def run(dout, dlse, q, kv, indices, out, lse, sm_scale, d_v, attn_sink, topk_length, deterministic, backend):
+    """Validate (once per signature), allocate the gradients, launch -> (dq, dkv, d_attn_sink)."""
+    try:
+        key = (q.shape[1:], q.stride(), q.dtype, q.device, kv.shape[1:], kv.stride(), kv.dtype, kv.device,
+               indices.shape[1:], indices.stride(), indices.dtype, indices.device, out.stride(), out.dtype,
+               lse.stride(), dout.stride(), dout.dtype,
+               None if dlse is None else (dlse.stride(), dlse.dtype, dlse.device),
+               None if attn_sink is None else (attn_sink.shape, attn_sink.dtype, attn_sink.device, attn_sink.stride()),
+               None if topk_length is None else (topk_length.dtype, topk_length.device, topk_length.stride()),
+               sm_scale, d_v, bool(deterministic), backend)  # launchers differ per mode
+    except (AttributeError, TypeError, IndexError):
+        key = None
+    return dispatch(_PLANS, key, _plan, _args,
+                    (dout, dlse, q, kv, indices, out, lse, sm_scale, d_v, attn_sink, topk_length, backend),
+                    (dout, dlse, q, kv, indices, out, lse, attn_sink, topk_length, deterministic), backend)
+
+
+_SCHEMA = ("Tensor dout, Tensor? dlse, Tensor q, Tensor kv, Tensor indices, Tensor out, Tensor lse, float sm_scale, "
+           "int d_v, Tensor? attn_sink, Tensor? topk_length, bool deterministic, str backend")
+
+
+def _fake(dout, dlse, q, kv, indices, out, lse, sm_scale, d_v, attn_sink, topk_length, deterministic, backend):
+    n = q.shape[1] if attn_sink is not None else 0
+    return torch.empty_like(q), torch.empty_like(kv), q.new_empty(n, dtype=torch.float32)
+
+
+register_functional_op("sparse_mla_prefill_backward", _SCHEMA, "(Tensor dq, Tensor dkv, Tensor d_attn_sink)", run,
+                       _fake)
+
+
+# ------------------------------------------------------------------------------ autograd of the forward op
+
+def _setup_context(ctx, inputs, output):
+    q, kv, indices, sm_scale, d_v, attn_sink, topk_length, backend = inputs
+    out, _, lse = output
+    ctx.save_for_backward(q, kv, indices, attn_sink, topk_length, out, lse)
+    ctx.scalars = (sm_scale, d_v, backward_backend(backend, "sparse_mla_prefill_backward"))
+    ctx.mark_non_differentiable(output[1])  # max_logits
+
+
+def _backward(ctx, dout, _dmax_logits, dlse):
+    q, kv, indices, attn_sink, topk_length, out, lse = ctx.saved_tensors
+    sm_scale, d_v, backend = ctx.scalars
+    if dout is None:
+        dout = torch.zeros_like(out)
+    dq, dkv, d_sink = torch.ops.sinkops.sparse_mla_prefill_backward(
+        dout, dlse, q, kv, indices, out, lse, sm_scale, d_v, attn_sink, topk_length,
+        torch.are_deterministic_algorithms_enabled(), backend)
+    return dq, dkv, None, None, None, (d_sink if attn_sink is not None else None), None, None
+
+
+torch.library.register_autograd("sinkops::sparse_mla_prefill", _backward, setup_context=_setup_context, lib=LIB)

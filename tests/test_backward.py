@@ -1,0 +1,315 @@
+"""Backward passes (docs/DESIGN.md §6): window attention (dq, dk, dv, dsinks) and sparse MLA prefill
+(dq, dkv, d attn_sink), through torch autograd on every target with backward kernels
+(tests/targets.py: triton, torch-gpu, triton-interp, torch).
+
+Three layers:
+1. the oracle's backward (sinkops.reference.*_backward, float64) equals torch autograd through an
+   independent dense formulation (tests/dense_attention.py) for finite and -inf sinks;
+2. every backend's gradients (loss = <out, g> + <lse, g_lse>, so the lse gradient is exercised)
+   against that oracle with the tolerance rule for gradients (docs/DESIGN.md §4): err <= 2 x the
+   error of the same math done by torch in the input dtype + 1e-5, and under the dtype's cap;
+3. the edge values stated in §6 exactly (+-inf sinks, empty rows, rows in no segment), determinism,
+   and torch.compile(fullgraph=True) of a training step.
+"""
+import math
+
+import pytest
+import torch
+
+import dense_attention as dense
+import sinkops
+from helpers import _random_indices, make_sparse_prefill_case, make_window_case, rel_l2, sinks_like
+from sinkops import reference
+from targets import BACKWARD_TARGETS, BY_NAME, params
+
+BF16, F16, F32 = torch.bfloat16, torch.float16, torch.float32
+_GRAD_CAP = {BF16: 1e-2, F16: 5e-3, F32: 1e-4, torch.float64: 1e-6}
+
+
+def check_grad(actual, oracle, baseline, name, dtype):
+    """Gradient tolerance: no NaN; err <= 2 err(baseline) + 1e-5 and err < the dtype's cap. The sink
+    gradient (float32, a sum over rows whose terms cancel, so both errors are noisy) passes the
+    looser of the two: err <= max(2 err(baseline) + 1e-5, cap of the inputs' dtype)."""
+    assert actual is not None, f"{name}: no gradient"
+    assert not torch.isnan(actual).any(), f"{name}: NaN in the gradient"
+    err, base = rel_l2(actual, oracle), rel_l2(baseline, oracle)
+    if name.startswith("dsink"):
+        bound = max(2 * base + 1e-5, _GRAD_CAP[dtype])
+        assert err <= bound, f"{name}: err {err:.3e} > {bound:.3e} (baseline {base:.3e})"
+        return err
+    assert err <= 2 * base + 1e-5, f"{name}: err {err:.3e} > 2 x baseline {base:.3e} + 1e-5"
+    cap = _GRAD_CAP[actual.dtype]
+    assert err < cap, f"{name}: err {err:.3e} >= cap {cap:.0e} for {actual.dtype}"
+    return err
+
+
+def _loss_grads(outputs, g_out, g_lse):
+    """<out, g_out> + <lse, g_lse> over finite lse entries."""
+    out, lse = outputs
+    finite = torch.isfinite(lse)
+    return (out.float() * g_out.float()).sum() + (torch.where(finite, lse, 0.0) * g_lse).sum()
+
+
+# ------------------------------------------------------------------------------ 1. the oracle itself
+
+ORACLE_WINDOW = [  # (lens_q, lens_k, hq, hk, d, dv, window, mode, sinks kind)
+    ([5, 0, 9, 1, 7], None, 4, 2, 16, 8, (-1, -1), "key0", "dsv4"),
+    ([5, 0, 9, 1, 7], None, 4, 2, 16, 8, (3, 0), "key0", "neginf"),
+    ([6, 11], [9, 4], 6, 3, 8, 8, (2, 5), "key0", "dsv4"),
+    ([5, 0, 9, 1, 7], None, 4, 4, 16, 16, (-1, -1), "null", "dsv4"),
+    ([6, 11], [9, 4], 4, 1, 8, 12, (-1, 2), "null", "neginf"),
+    ([12], None, 2, 1, 8, 8, (4, 4), "none", None),
+]
+
+
+@pytest.mark.parametrize("case", ORACLE_WINDOW, ids=lambda c: f"{c[7]}-{c[8]}-w{c[6][0]}_{c[6][1]}")
+def test_window_oracle_backward_equals_dense_autograd(case):
+    lq, lk, hq, hk, d, dv, window, mode, kind = case
+    c = make_window_case(lq, lk, hq, hk, d, dv, dtype=torch.float64)
+    sinks = None if kind is None else sinks_like(hq, kind).double()
+    if kind == "neginf":
+        sinks[1:] = torch.linspace(-1, 1, hq - 1, dtype=torch.float64)  # -inf on one head, finite elsewhere
+    q, k, v = (c[n].clone().requires_grad_() for n in ("q", "k", "v"))
+    s = None if sinks is None else sinks.clone().requires_grad_()
+    scale = d ** -0.5
+    out, lse = dense.window_attention(q, k, v, c["cu_seqlens_q"], c["cu_seqlens_k"], window, scale, s, mode)
+    g_out, g_lse = torch.randn_like(out), torch.randn_like(lse)
+    finite = torch.isfinite(lse)
+    loss = (out * g_out).sum() + (torch.where(finite, lse, 0.0) * g_lse).sum()
+    want = torch.autograd.grad(loss, [q, k, v] + ([s] if s is not None else []))
+    got = reference.window_attention_backward(g_out, c["q"], c["k"], c["v"], c["cu_seqlens_q"], c["cu_seqlens_k"],
+                                              window, False, scale, sinks, mode, dlse=torch.where(finite, g_lse, 0.0))
+    for name, a, b in zip(("dq", "dk", "dv", "dsinks"), got, want):
+        assert rel_l2(a, b) < 1e-10, f"{name}: {rel_l2(a, b):.3e}"
+    if s is not None and kind == "neginf":
+        assert got[3][0] == 0, "a -inf sink gets exactly 0"
+
+
+@pytest.mark.parametrize("d_qk", [512, 576])
+@pytest.mark.parametrize("with_sink", [True, False])
+def test_sparse_oracle_backward_equals_dense_autograd(d_qk, with_sink):
+    g = torch.Generator().manual_seed(int(torch.randint(0, 2**31, ()).item()))
+    sq, hq, skv, topk = 6, 3, 20, 9
+    q = torch.randn(sq, hq, d_qk, dtype=torch.float64, requires_grad=True)
+    kv = torch.randn(skv, 1, d_qk, dtype=torch.float64, requires_grad=True)
+    idx = _random_indices(g, (sq, 1, topk), skv, 0.2, True)
+    idx[2] = -1  # a row with no valid index
+    topk_length = torch.tensor([9, 3, 9, 0, 5, 9], dtype=torch.int32)
+    sink = torch.tensor([-math.inf, 0.7, -1.5], dtype=torch.float64)
+    s = sink.clone().requires_grad_() if with_sink else None
+    out, lse = dense.sparse_mla_prefill(q, kv, idx, 0.05, 512, s, topk_length)
+    g_out, g_lse = torch.randn_like(out), torch.randn_like(lse)
+    finite = torch.isfinite(lse)
+    loss = (out * g_out).sum() + (torch.where(finite, lse, 0.0) * g_lse).sum()
+    want = torch.autograd.grad(loss, [q, kv] + ([s] if with_sink else []))
+    got = reference.sparse_mla_prefill_backward(g_out, q.detach(), kv.detach(), idx, 0.05, 512,
+                                                sink if with_sink else None, topk_length,
+                                                dlse=torch.where(finite, g_lse, 0.0))
+    for name, a, b in zip(("dq", "dkv", "d_attn_sink"), got, want):
+        assert rel_l2(a, b) < 1e-10, f"{name}: {rel_l2(a, b):.3e}"
+    if with_sink:
+        assert got[2][0] == 0, "a -inf sink gets exactly 0"
+
+
+# ------------------------------------------------------------------------------ 2. every backend vs the oracle
+
+def _wcase(hq, hk, d, dv, lq, lk, window, mode, kind, dtype, size):
+    return dict(hq=hq, hk=hk, d=d, dv=dv, lq=lq, lk=lk, window=window, mode=mode, kind=kind, dtype=dtype,
+                size=size, head_dim=max(d, dv))
+
+
+WINDOW_CASES = [
+    _wcase(4, 2, 32, 32, [0, 1, 5, 40], None, (8, 8), "key0", "mimo", BF16, "tiny"),
+    _wcase(4, 1, 16, 16, [9, 30], None, (-1, -1), "null", "dsv4", BF16, "tiny"),
+    _wcase(2, 2, 16, 16, [12, 30], [30, 12], (4, 0), "key0", "mixed", F16, "tiny"),
+    _wcase(6, 2, 32, 16, [20, 5], None, (3, 7), "null", "mixed", BF16, "tiny"),
+    _wcase(2, 1, 17, 5, [11, 3], None, (-1, 0), "none", None, F32, "tiny"),
+    _wcase(32, 8, 64, 64, [1024, 1, 0, 300], None, (64, 64), "key0", "mimo", BF16, "small"),
+    _wcase(16, 16, 80, 80, [400, 3], None, (64, 64), "null", "dsv4", BF16, "small"),
+    _wcase(8, 2, 128, 128, [300, 40], [200, 90], (-1, -1), "key0", "dsv4", BF16, "small"),
+    _wcase(4, 1, 96, 96, [257, 0, 33], None, (-1, 0), "null", "mixed", F16, "small"),
+    _wcase(6, 3, 64, 64, [129, 60], None, (32, 16), "key0", "posinf", BF16, "small"),
+    _wcase(8, 8, 192, 128, [200], None, (-1, 0), "key0", "mimo", BF16, "small"),
+    _wcase(32, 8, 64, 64, [4096], None, (64, 64), "key0", "mimo", BF16, "large"),
+    _wcase(16, 16, 128, 128, [2048, 1000], None, (-1, -1), "null", "dsv4", BF16, "large"),
+]
+
+
+def _wid(c):
+    return f"h{c['hq']}-{c['hk']}-d{c['d']}-{c['mode']}-{c['kind']}-w{c['window'][0]}_{c['window'][1]}-{str(c['dtype'])[6:]}"
+
+
+@pytest.mark.parametrize("target, c", params(BACKWARD_TARGETS, WINDOW_CASES, case_id=_wid))
+def test_window_backward(target, c):
+    case = make_window_case(c["lq"], c["lk"], c["hq"], c["hk"], c["d"], c["dv"], dtype=c["dtype"], device=target.device)
+    sinks = None if c["kind"] is None else sinks_like(c["hq"], c["kind"]).to(target.device)
+    mode = c["mode"] if sinks is not None else "key0"
+    q, k, v = (case[n].clone().requires_grad_() for n in ("q", "k", "v"))
+    s = None if sinks is None else sinks.clone().requires_grad_()
+    out, lse = sinkops.window_attention(q, k, v, case["cu_seqlens_q"], case["cu_seqlens_k"], case["max_seqlen_q"],
+                                        case["max_seqlen_k"], window_size=c["window"], sinks=s, sink_mode=mode,
+                                        return_lse=True, backend=target.backend)
+    g_out = torch.randn_like(out)
+    g_lse = torch.randn_like(lse)
+    got = torch.autograd.grad(_loss_grads((out, lse), g_out, g_lse), [q, k, v] + ([s] if s is not None else []))
+    args = (case["cu_seqlens_q"], case["cu_seqlens_k"], c["window"], False, c["d"] ** -0.5, sinks, mode)
+    dlse = torch.where(torch.isfinite(lse), g_lse, 0.0)
+    want = reference.window_attention_backward(g_out.double(), case["q"].double(), case["k"].double(),
+                                               case["v"].double(), *args, dlse=dlse.double())
+    base = reference.window_attention_backward(g_out, case["q"], case["k"], case["v"], *args, dlse=dlse,
+                                               compute_dtype=c["dtype"])
+    for name, a, w, b in zip(("dq", "dk", "dv", "dsinks"), got, want, base):
+        check_grad(a, w, b, name, c["dtype"])
+
+
+def _pcase(sq, skv, hq, d_qk, topk, sink, topk_len, size):
+    return dict(sq=sq, skv=skv, hq=hq, d_qk=d_qk, topk=topk, sink=sink, topk_len=topk_len, size=size)
+
+
+PREFILL_CASES = [
+    _pcase(4, 40, 3, 512, 40, "dsv4", True, "tiny"),
+    _pcase(3, 30, 16, 576, 20, "mixed", False, "tiny"),
+    _pcase(5, 64, 2, 512, 33, None, False, "tiny"),
+    _pcase(64, 512, 64, 512, 128, "dsv4", True, "small"),
+    _pcase(40, 300, 8, 576, 200, "mixed", False, "small"),
+    _pcase(33, 1000, 128, 512, 64, None, True, "small"),
+    _pcase(512, 8192, 16, 512, 640, "dsv4", True, "large"),
+]
+
+
+def _pid(c):
+    return f"q{c['sq']}-h{c['hq']}-d{c['d_qk']}-k{c['topk']}-{c['sink']}-{'len' if c['topk_len'] else 'full'}"
+
+
+def _prefill_grads(target, case, sink, topk_length, g_out, g_lse, scale):
+    q = case["q"].clone().requires_grad_()
+    kv = case["kv"].clone().requires_grad_()
+    s = None if sink is None else sink.clone().requires_grad_()
+    out, _, lse = sinkops.sparse_mla_prefill(q, kv, case["indices"], scale, attn_sink=s, topk_length=topk_length,
+                                             backend=target.backend)
+    return torch.autograd.grad(_loss_grads((out, lse), g_out, g_lse), [q, kv] + ([s] if s is not None else [])), lse
+
+
+@pytest.mark.parametrize("target, c", params(BACKWARD_TARGETS, PREFILL_CASES, op="mla", case_id=_pid))
+def test_sparse_prefill_backward(target, c):
+    dev = target.device
+    case = make_sparse_prefill_case(c["sq"], c["skv"], c["hq"], c["d_qk"], c["topk"], device=dev)
+    sink = None if c["sink"] is None else sinks_like(c["hq"], c["sink"]).to(dev)
+    topk_length = torch.randint(0, c["topk"] + 1, (c["sq"],), dtype=torch.int32).to(dev) if c["topk_len"] else None
+    scale = c["d_qk"] ** -0.5
+    g_out = torch.randn(c["sq"], c["hq"], 512, device=dev).to(BF16)
+    g_lse = torch.randn(c["sq"], c["hq"], device=dev)
+    got, lse = _prefill_grads(target, case, sink, topk_length, g_out, g_lse, scale)
+    dlse = torch.where(torch.isfinite(lse), g_lse, 0.0)
+    want = reference.sparse_mla_prefill_backward(g_out.double(), case["q"].double(), case["kv"].double(),
+                                                 case["indices"], scale, 512, sink, topk_length, dlse=dlse.double())
+    base = reference.sparse_mla_prefill_backward(g_out, case["q"], case["kv"], case["indices"], scale, 512, sink,
+                                                 topk_length, dlse=dlse, compute_dtype=BF16)
+    for name, a, w, b in zip(("dq", "dkv", "dsink"), got, want, base):
+        check_grad(a, w, b, name, BF16)
+
+
+# ------------------------------------------------------------------------------ 3. edge values, determinism, compile
+
+@pytest.mark.parametrize("target", params(BACKWARD_TARGETS))
+def test_window_backward_edge_values(target):
+    """key0 +inf: rows that see key 0 give dv_0 their dout and nothing else; -inf: dsink exactly 0;
+    null +inf: zero rows, dsink exactly 0; rows in no segment and empty segments: zero gradients."""
+    dev = target.device
+    case = make_window_case([7, 0, 5], [7, 0, 5], hq=4, hk=2, d=16, dv=16, dtype=BF16, device=dev)
+    tq = case["q"].shape[0]
+    pad = 3  # rows past cu_seqlens[-1]: in no segment
+    q, k, v = (torch.cat([case[n], torch.randn(pad, *case[n].shape[1:], device=dev).to(BF16)]).requires_grad_()
+               for n in ("q", "k", "v"))
+    for mode, sinks in (("key0", [math.inf, -math.inf, 0.3, math.inf]), ("null", [math.inf, -math.inf, 0.3, -1.0])):
+        s = torch.tensor(sinks, device=dev).requires_grad_()
+        out, lse = sinkops.window_attention(q, k, v, case["cu_seqlens_q"], case["cu_seqlens_k"], 7, 7,
+                                            window_size=(2, 1), sinks=s, sink_mode=mode, return_lse=True,
+                                            backend=target.backend)
+        g_out = torch.randn_like(out)
+        dq, dk, dv, ds = torch.autograd.grad(_loss_grads((out, lse), g_out, torch.randn_like(lse)), [q, k, v, s])
+        for name, g in (("dq", dq), ("dk", dk), ("dv", dv), ("dsinks", ds)):
+            assert not torch.isnan(g).any(), f"{mode}: NaN in {name}"
+        for g in (dq, dk, dv):
+            assert (g[tq:] == 0).all(), f"{mode}: rows in no segment got a gradient"
+        assert ds[1] == 0, f"{mode}: a -inf sink gets exactly 0"
+        if mode == "null":
+            assert ds[0] == 0, "null +inf: the rows are exactly 0, so is the sink's gradient"
+        else:
+            assert ds[0] == 0 and ds[3] == 0, "key0 +inf: a saturated softmax has no sink gradient"
+            # KV head 0 serves query heads 0 (+inf) and 1 (-inf: key 0 masked). Rows 0..2 of segment 0
+            # see key 0 (window left 2): head 0 outputs v_0 there, so their dq is 0 and v_0 takes their dout
+            assert (dq[0:3, 0] == 0).all()
+            assert rel_l2(dv[0, 0], g_out[0:3, 0].float().sum(0)) < 1e-2
+
+
+@pytest.mark.parametrize("target", params(BACKWARD_TARGETS))
+def test_sparse_backward_edge_values(target):
+    """Rows with no valid index, a -inf sink (exactly 0) and a +inf sink (zero rows: 0 too), no NaN."""
+    dev = target.device
+    case = make_sparse_prefill_case(4, 32, 3, 512, 16, device=dev)
+    case["indices"][1] = -1
+    sink = torch.tensor([-math.inf, math.inf, 0.5], device=dev)
+    g_out = torch.randn(4, 3, 512, device=dev).to(BF16)
+    (dq, dkv, ds), _ = _prefill_grads(target, case, sink, None, g_out, torch.randn(4, 3, device=dev), 512 ** -0.5)
+    assert not any(torch.isnan(g).any() for g in (dq, dkv, ds))
+    assert (dq[1] == 0).all(), "a row with no valid index has no gradient"
+    assert ds[0] == 0 and ds[1] == 0
+
+
+@pytest.mark.parametrize("target", params(BACKWARD_TARGETS))
+def test_backward_deterministic(target):
+    """Same inputs -> same bits: window attention always; sparse prefill's dkv (duplicate indices)
+    under torch.use_deterministic_algorithms(True)."""
+    dev = target.device
+    case = make_window_case([40, 9], hq=4, hk=2, d=32, dtype=BF16, device=dev)
+    sinks = sinks_like(4, "mimo").to(dev)
+
+    def window_grads():
+        q, k, v = (case[n].clone().requires_grad_() for n in ("q", "k", "v"))
+        s = sinks.clone().requires_grad_()
+        out = sinkops.window_attention(q, k, v, case["cu_seqlens_q"], max_seqlen_q=40, window_size=(4, 4), sinks=s,
+                                       backend=target.backend)
+        return torch.autograd.grad((out.float() * 1.5).sum(), [q, k, v, s])
+
+    for a, b in zip(window_grads(), window_grads()):
+        assert torch.equal(a, b)
+    pc = make_sparse_prefill_case(6, 8, 16, 512, 32, device=dev, invalid_frac=0.0)  # 8 rows: many duplicates
+    g_out = torch.randn(6, 16, 512, device=dev).to(BF16)
+    g_lse = torch.randn(6, 16, device=dev)
+    torch.use_deterministic_algorithms(True)
+    try:
+        first, _ = _prefill_grads(target, pc, None, None, g_out, g_lse, 0.04)
+        second, _ = _prefill_grads(target, pc, None, None, g_out, g_lse, 0.04)
+    finally:
+        torch.use_deterministic_algorithms(False)
+    for a, b in zip(first, second):
+        assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("target", [BY_NAME["torch"]], ids=["torch"])
+def test_training_step_compiles_fullgraph(target):
+    """torch.compile(fullgraph=True) of forward + backward: the backward op is traced through its fake."""
+    case = make_window_case([20, 12], hq=4, hk=2, d=16, dtype=torch.float32)
+    pc = make_sparse_prefill_case(5, 20, 2, 512, 8)
+
+    def loss_fn(q, k, v, s, pq, pkv, ps):
+        out = sinkops.window_attention(q, k, v, case["cu_seqlens_q"], max_seqlen_q=20, window_size=(3, 3), sinks=s,
+                                       backend="torch")
+        pout, _, plse = sinkops.sparse_mla_prefill(pq, pkv, pc["indices"], 0.05, attn_sink=ps, backend="torch")
+        return out.square().sum() + pout.float().square().sum() + torch.where(torch.isfinite(plse), plse, 0).sum()
+
+    inputs = [case["q"], case["k"], case["v"], sinks_like(4, "mimo"), pc["q"], pc["kv"], sinks_like(2, "dsv4")]
+    grads = []
+    for fn in (loss_fn, torch.compile(loss_fn, fullgraph=True, backend="aot_eager")):
+        leaves = [t.clone().requires_grad_() for t in inputs]
+        grads.append(torch.autograd.grad(fn(*leaves), leaves))  # the compiled backward graph runs here
+    for a, b in zip(*grads):
+        assert torch.allclose(a.float(), b.float(), rtol=1e-5, atol=1e-6)
+
+
+def test_out_argument_refuses_gradients():
+    c = make_window_case([8], hq=2, hk=1, d=16, dtype=torch.float32)
+    q = c["q"].requires_grad_()
+    with pytest.raises(ValueError, match="out"):
+        sinkops.window_attention(q, c["k"], c["v"], c["cu_seqlens_q"], max_seqlen_q=8, out=torch.empty_like(q))
