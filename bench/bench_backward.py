@@ -18,6 +18,7 @@ import traceback
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))  # run from a checkout
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # bench_window_attention's FlexAttention setup
 
 WINDOW_CASES = [  # name, segments, tokens each, Hq, Hk, d, window
     ("mimo-image 1x4096", 1, 4096, 32, 8, 64, (64, 64)),
@@ -90,27 +91,13 @@ def window_row(case):
     row["step_peak_mb"] = _try(f"{name} peak", lambda: _peak_mb(step))
 
     def flex_parts():
-        from torch.nn.attention.flex_attention import create_block_mask, flex_attention
-
-        pos = torch.arange(t, device=dev)
-        doc = torch.searchsorted(cu[1:], pos, right=True)
-        seg_pos = pos - cu.long()[doc]
-
-        def mask_mod(b, h, qi, ki):
-            m = doc[qi] == doc[ki]
-            if left >= 0:
-                m = m & (seg_pos[ki] >= seg_pos[qi] - left)
-            if right >= 0:
-                m = m & (seg_pos[ki] <= seg_pos[qi] + right)
-            return m
-
-        def key0_bias(score, b, h, qi, ki):
-            return score + torch.where(seg_pos[ki] == 0, sinks[h], 0.0)
-
         import torch._functorch.config as functorch_config
+        from torch.nn.attention.flex_attention import flex_attention
+
+        from bench_window_attention import flex_key0
 
         functorch_config.donated_buffer = False  # so the backward alone can be replayed (retain_graph)
-        mask = create_block_mask(mask_mod, 1, None, t, t, device=dev)
+        mask, key0_bias = flex_key0(q, cu, window, sinks)
         flex = torch.compile(flex_attention, dynamic=False)
         fl = [x.detach().transpose(0, 1).unsqueeze(0).contiguous().requires_grad_() for x in (q, k, v)]
         go = g_out.transpose(0, 1).unsqueeze(0).contiguous()

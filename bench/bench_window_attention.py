@@ -77,12 +77,13 @@ def bench_cuda(q, k, v, cu, seqlen, window, sinks, mode):
     return _bench_ours("cuda", q, k, v, cu, seqlen, window, sinks, mode)
 
 
-def bench_flex(q, k, v, cu, seqlen, window, sinks):
-    """FlexAttention with a block mask for window + segments and a score_mod adding the key0 bias."""
-    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+def flex_key0(q, cu, window, sinks):
+    """FlexAttention's (block mask for window + segments, score_mod adding the key0 bias) for packed
+    tokens with cu_seqlens `cu`; also what bench_backward.py times."""
+    from torch.nn.attention.flex_attention import create_block_mask
 
-    t, hq, _ = q.shape
-    pos = torch.arange(t, device="cuda")
+    t = q.shape[0]
+    pos = torch.arange(t, device=q.device)
     doc = torch.searchsorted(cu[1:], pos, right=True)          # segment of each token
     seg_pos = pos - cu.long()[doc]                             # position inside its segment
     left, right = window
@@ -98,7 +99,13 @@ def bench_flex(q, k, v, cu, seqlen, window, sinks):
     def key0_bias(score, b, h, qi, ki):
         return score + torch.where(seg_pos[ki] == 0, sinks[h], 0.0)
 
-    block_mask = create_block_mask(mask_mod, 1, None, t, t, device="cuda")
+    return create_block_mask(mask_mod, 1, None, t, t, device=q.device), key0_bias
+
+
+def bench_flex(q, k, v, cu, seqlen, window, sinks):
+    from torch.nn.attention.flex_attention import flex_attention
+
+    block_mask, key0_bias = flex_key0(q, cu, window, sinks)
     qf, kf, vf = (x.transpose(0, 1).unsqueeze(0).contiguous() for x in (q, k, v))  # [1, H, T, D]
     flex = torch.compile(flex_attention, dynamic=False)
     run = lambda: flex(qf, kf, vf, score_mod=key0_bias, block_mask=block_mask, enable_gqa=True)  # noqa: E731

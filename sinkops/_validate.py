@@ -113,3 +113,15 @@ def topk_length_values(name, t, topk):
     lo, hi = int(c.min()), int(c.max())
     if lo < 0 or hi > topk:
         raise ValueError(f"{name}: values must lie in [0, {topk}] (topk), got min {lo}, max {hi}")
+
+
+def saved_and_grads(q, out, lse, dout, dlse):
+    """A backward op's tensors besides the forward's inputs: the forward's out (3-D) and lse
+    (2-D float32), dout shaped and typed like out, dlse like lse or None."""
+    tensor("out", out, ndim=3)
+    tensor("lse", lse, ndim=2, dtypes=(torch.float32,), device=q.device)
+    tensor("dout", dout, ndim=3, dtypes=(q.dtype,), device=q.device)
+    shape("dout", dout, out.shape)
+    if dlse is not None:
+        tensor("dlse", dlse, ndim=2, dtypes=(torch.float32,), device=q.device)
+        shape("dlse", dlse, lse.shape)

@@ -92,6 +92,26 @@ def decode_case(device, big):
     return f"sparse_mla_decode V4 FP8 paged cache, batch {b}, {hq} heads, topk {topk}", "sparse_mla_decode", run, oracle
 
 
+def training_case(device, big):
+    """One backward step of the MiMo-like window case: the gradients of q, k, v and the key-0 sinks
+    through the `auto` backend against the float64 oracle's backward."""
+    frames, per, w = (4, 1024, 64) if big else (2, 48, 8)
+    hq, hk, d = (32, 8, 64) if big else (8, 2, 32)
+    t = frames * per
+    q, k, v = (torch.randn(t, h, d, device=device, dtype=torch.bfloat16) for h in (hq, hk, hk))
+    cu = torch.arange(0, t + 1, per, device=device, dtype=torch.int32)
+    sinks = torch.empty(hq, device=device).uniform_(-0.10, 0.59)
+    g = torch.randn(t, hq, d, device=device, dtype=torch.bfloat16)
+    leaves = [x.clone().requires_grad_() for x in (q, k, v, sinks)]
+    out = sinkops.window_attention(*leaves[:3], cu, None, per, window_size=(w, w), sinks=leaves[3])
+    grads = torch.autograd.grad(out, leaves, g)
+    want = reference.window_attention_backward(g.double(), q.double(), k.double(), v.double(), cu,
+                                               window_size=(w, w), sinks=sinks, sink_mode="key0")
+    errs = ", ".join(f"{n} {_rel(a, b):.1e}" for n, a, b in zip(("dq", "dk", "dv", "dsinks"), grads, want))
+    print(f"\ntraining: window_attention backward ({frames}x{per} tokens, {hq}/{hk} heads, key0 sink; "
+          f"auto's backward is {backends.auto_choice(device, 'window_attention_backward')}): {errs}")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--small", action="store_true", help="small shapes even on a GPU")
@@ -116,6 +136,7 @@ def main(argv=None):
                 print(f"{backend:<10} failed: {type(e).__name__}: {str(e)[:80]}")
                 continue
             print(f"{backend:<10} {_rel(out, oracle):>10.2e} {_rel(dropped, oracle):>17.2e} {us:>10.0f}µs")
+    training_case(device, big)
     print("\nerr = relative L2 error vs the float64 oracle; 'sink dropped' is what a serving stack that "
           "silently ignores the sink returns. CPU times are interpreter / CPU-device times, not GPU speed.")
 

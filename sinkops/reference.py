@@ -125,14 +125,9 @@ def _window_segment(q, k, v, visible, scale, sinks, sink_mode, compute_dtype):
     return out.permute(1, 0, 2), lse
 
 
-def window_attention(q, k, v, cu_seqlens_q, cu_seqlens_k=None, window_size=(-1, -1), causal=False,
-                     softmax_scale=None, sinks=None, sink_mode="key0", compute_dtype=None):
-    """Varlen windowed attention with sinks (DESIGN.md §2.1).
-
-    q [Tq,Hq,D], k [Tk,Hk,D], v [Tk,Hk,Dv], cu_seqlens_* int [B+1], sinks f32 [Hq] | None,
-    sink_mode "key0" | "null" | "none". -> (out [Tq,Hq,Dv] in q.dtype, lse [Hq,Tq] float32,
-    or float64 when computing in float64).
-    """
+def _window_setup(q, cu_seqlens_q, cu_seqlens_k, window_size, causal, softmax_scale, sinks, sink_mode):
+    """The window op's arguments as both directions use them -> (sinks or None, left, right, scale,
+    cu_seqlens_k)."""
     if sink_mode not in ("key0", "null", "none"):
         raise ValueError(f"sink_mode must be 'key0', 'null' or 'none', got {sink_mode!r}")
     if sink_mode == "none":
@@ -142,8 +137,35 @@ def window_attention(q, k, v, cu_seqlens_q, cu_seqlens_k=None, window_size=(-1, 
     left, right = int(window_size[0]), int(window_size[1])
     if causal:
         right = 0
-    cdt, sdt = _resolve_compute_dtype(q.dtype, compute_dtype)
     scale = q.shape[-1] ** -0.5 if softmax_scale is None else float(softmax_scale)
+    return sinks, left, right, scale, cu_seqlens_k
+
+
+def _segments(cu_seqlens_q, cu_seqlens_k, tq, tk):
+    """(q0, q1, k0, k1) of every segment with queries and keys: bounds clamped to the packed tensors
+    (DESIGN.md §2), a decreasing segment is empty."""
+    cq = [int(x) for x in cu_seqlens_q.tolist()]
+    ck = [int(x) for x in cu_seqlens_k.tolist()]
+    for b in range(len(cq) - 1):
+        q0 = min(max(cq[b], 0), tq)
+        q1 = min(max(cq[b + 1], q0), tq)
+        k0 = min(max(ck[b], 0), tk)
+        k1 = min(max(ck[b + 1], k0), tk)
+        if q1 > q0 and k1 > k0:  # else no key: rows stay out 0, lse +inf whatever the sink
+            yield q0, q1, k0, k1
+
+
+def window_attention(q, k, v, cu_seqlens_q, cu_seqlens_k=None, window_size=(-1, -1), causal=False,
+                     softmax_scale=None, sinks=None, sink_mode="key0", compute_dtype=None):
+    """Varlen windowed attention with sinks (DESIGN.md §2.1).
+
+    q [Tq,Hq,D], k [Tk,Hk,D], v [Tk,Hk,Dv], cu_seqlens_* int [B+1], sinks f32 [Hq] | None,
+    sink_mode "key0" | "null" | "none". -> (out [Tq,Hq,Dv] in q.dtype, lse [Hq,Tq] float32,
+    or float64 when computing in float64).
+    """
+    sinks, left, right, scale, cu_seqlens_k = _window_setup(q, cu_seqlens_q, cu_seqlens_k, window_size, causal,
+                                                            softmax_scale, sinks, sink_mode)
+    cdt, sdt = _resolve_compute_dtype(q.dtype, compute_dtype)
     tq, hq, _ = q.shape
     dv = v.shape[-1]
     if hq % k.shape[1] != 0:
@@ -153,17 +175,8 @@ def window_attention(q, k, v, cu_seqlens_q, cu_seqlens_k=None, window_size=(-1, 
         sinks = sinks.to(q.device)
     out = torch.zeros(tq, hq, dv, dtype=cdt, device=q.device)
     lse = torch.full((hq, tq), _INF, dtype=cdt, device=q.device)
-    cq = [int(x) for x in cu_seqlens_q.tolist()]
-    ck = [int(x) for x in cu_seqlens_k.tolist()]
-    for b in range(len(cq) - 1):
-        # Segment bounds clamped to the packed tensors (DESIGN.md §2): a decreasing segment is empty.
-        q0 = min(max(cq[b], 0), tq)
-        q1 = min(max(cq[b + 1], q0), tq)
-        k0 = min(max(ck[b], 0), k.shape[0])
-        k1 = min(max(ck[b + 1], k0), k.shape[0])
+    for q0, q1, k0, k1 in _segments(cu_seqlens_q, cu_seqlens_k, tq, k.shape[0]):
         sq, sk = q1 - q0, k1 - k0
-        if sq == 0 or sk == 0:
-            continue  # no key: rows stay out 0, lse +inf whatever the sink
         visible = window_visibility(sq, sk, left, right, device=q.device)
         kb, vb = k[k0:k1].to(cdt), v[k0:k1].to(cdt)
         # Query-row chunks keep the dense [Hq, rows, sk] logits small for long benchmark segments.
@@ -187,6 +200,16 @@ def _sparse_attend(q, keys, valid, d_v, scale, sink):
     return out, max_logits, lse
 
 
+def _prefill_indices(indices, skv, topk_length, device):
+    """indices [Sq, 1, topk] -> (int64 [Sq, topk], valid [Sq, topk]: inside the pool and within
+    topk_length)."""
+    idx = indices.reshape(indices.shape[0], -1).long()
+    valid = (idx >= 0) & (idx < skv)
+    if topk_length is not None:
+        valid &= torch.arange(idx.shape[1], device=device).unsqueeze(0) < topk_length.to(device).long().unsqueeze(1)
+    return idx, valid
+
+
 def sparse_mla_prefill(q, kv, indices, sm_scale, d_v=512, attn_sink=None, topk_length=None,
                        compute_dtype=None):
     """Sparse MLA prefill with a null sink (DESIGN.md §2.2).
@@ -196,13 +219,9 @@ def sparse_mla_prefill(q, kv, indices, sm_scale, d_v=512, attn_sink=None, topk_l
     """
     cdt, sdt = _resolve_compute_dtype(q.dtype, compute_dtype)
     sq, hq, dqk = q.shape
-    skv = kv.shape[0]
+    skv, topk = kv.shape[0], indices.shape[-1]
     attn_sink = None if attn_sink is None else attn_sink.to(q.device)
-    idx = indices.reshape(sq, -1).long()
-    topk = idx.shape[1]
-    valid = (idx >= 0) & (idx < skv)
-    if topk_length is not None:
-        valid &= torch.arange(topk, device=q.device).unsqueeze(0) < topk_length.to(q.device).long().unsqueeze(1)
+    idx, valid = _prefill_indices(indices, skv, topk_length, q.device)
     kv2 = kv.reshape(skv, dqk)
     out = torch.empty(sq, hq, d_v, dtype=cdt, device=q.device)
     max_logits = torch.empty(sq, hq, dtype=cdt, device=q.device)
@@ -351,15 +370,9 @@ def window_attention_backward(dout, q, k, v, cu_seqlens_q, cu_seqlens_k=None, wi
     dout [Tq,Hq,Dv], dlse [Hq,Tq] | None (the gradient of the returned lse; ignored where lse is
     +inf) -> (dq, dk, dv in the inputs' dtypes, dsinks float32/64 [Hq] or None without sinks).
     """
-    if sink_mode == "none":
-        sinks = None
-    if cu_seqlens_k is None:
-        cu_seqlens_k = cu_seqlens_q
-    left, right = int(window_size[0]), int(window_size[1])
-    if causal:
-        right = 0
+    sinks, left, right, scale, cu_seqlens_k = _window_setup(q, cu_seqlens_q, cu_seqlens_k, window_size, causal,
+                                                            softmax_scale, sinks, sink_mode)
     cdt, sdt = _resolve_compute_dtype(q.dtype, compute_dtype)
-    scale = q.shape[-1] ** -0.5 if softmax_scale is None else float(softmax_scale)
     tq, hq, _ = q.shape
     tk = k.shape[0]
     sinks = None if sinks is None else sinks.to(q.device)
@@ -367,15 +380,7 @@ def window_attention_backward(dout, q, k, v, cu_seqlens_q, cu_seqlens_k=None, wi
     dk = torch.zeros(k.shape, dtype=cdt, device=q.device)
     dv = torch.zeros(v.shape, dtype=cdt, device=q.device)
     dsinks = torch.zeros(hq, dtype=cdt, device=q.device)
-    cq = [int(x) for x in cu_seqlens_q.tolist()]
-    ck = [int(x) for x in cu_seqlens_k.tolist()]
-    for b in range(len(cq) - 1):
-        q0 = min(max(cq[b], 0), tq)
-        q1 = min(max(cq[b + 1], q0), tq)
-        k0 = min(max(ck[b], 0), tk)
-        k1 = min(max(ck[b + 1], k0), tk)
-        if q1 == q0 or k1 == k0:
-            continue
+    for q0, q1, k0, k1 in _segments(cu_seqlens_q, cu_seqlens_k, tq, tk):
         visible = window_visibility(q1 - q0, k1 - k0, left, right, device=q.device)
         g_lse = None if dlse is None else dlse[:, q0:q1].to(cdt)
         gq, gk, gv, gs = _window_segment_grads(q[q0:q1].to(cdt), k[k0:k1].to(cdt), v[k0:k1].to(cdt),
@@ -394,13 +399,9 @@ def sparse_mla_prefill_backward(dout, q, kv, indices, sm_scale, d_v=512, attn_si
     duplicate index that reads a row, d attn_sink [Hq] or None)."""
     cdt, sdt = _resolve_compute_dtype(q.dtype, compute_dtype)
     sq, hq, dqk = q.shape
-    skv = kv.shape[0]
+    skv, topk = kv.shape[0], indices.shape[-1]
     attn_sink = None if attn_sink is None else attn_sink.to(q.device)
-    idx = indices.reshape(sq, -1).long()
-    topk = idx.shape[1]
-    valid = (idx >= 0) & (idx < skv)
-    if topk_length is not None:
-        valid &= torch.arange(topk, device=q.device).unsqueeze(0) < topk_length.to(q.device).long().unsqueeze(1)
+    idx, valid = _prefill_indices(indices, skv, topk_length, q.device)
     kv2 = kv.reshape(skv, dqk)
     dq = torch.zeros(q.shape, dtype=cdt, device=q.device)
     dkv = torch.zeros(skv, dqk, dtype=cdt, device=q.device)

@@ -313,3 +313,36 @@ def test_out_argument_refuses_gradients():
     q = c["q"].requires_grad_()
     with pytest.raises(ValueError, match="out"):
         sinkops.window_attention(q, c["k"], c["v"], c["cu_seqlens_q"], max_seqlen_q=8, out=torch.empty_like(q))
+
+
+def test_dispatcher_and_eager_autograd_paths_agree():
+    """torch.ops.sinkops.* with inputs that require grad (the registered formula, what servers and
+    torch.compile use) and the public functions' eager autograd.Function give the same gradients."""
+    c = make_window_case([13, 6], hq=4, hk=2, d=16, dtype=torch.float32)
+    sinks = sinks_like(4, "dsv4")
+    grads = []
+    for via_ops in (False, True):
+        q, k, v, s = (t.clone().requires_grad_() for t in (c["q"], c["k"], c["v"], sinks))
+        if via_ops:
+            out, lse = torch.ops.sinkops.window_attention(q, k, v, c["cu_seqlens_q"], c["cu_seqlens_q"], 13, 13, 3, 3,
+                                                          0.25, s, "null", "torch")
+        else:
+            out, lse = sinkops.window_attention(q, k, v, c["cu_seqlens_q"], max_seqlen_q=13, window_size=(3, 3),
+                                                softmax_scale=0.25, sinks=s, sink_mode="null", return_lse=True,
+                                                backend="torch")
+        grads.append(torch.autograd.grad(out.sum() + lse.sum(), [q, k, v, s]))
+    for a, b in zip(*grads):
+        assert torch.equal(a, b)
+    pc = make_sparse_prefill_case(4, 16, 2, 512, 8)
+    pgrads = []
+    for via_ops in (False, True):
+        q, kv = pc["q"].clone().requires_grad_(), pc["kv"].clone().requires_grad_()
+        if via_ops:
+            out, max_logits, lse = torch.ops.sinkops.sparse_mla_prefill(q, kv, pc["indices"], 0.05, 512, None, None,
+                                                                        "torch")
+        else:
+            out, max_logits, lse = sinkops.sparse_mla_prefill(q, kv, pc["indices"], 0.05, backend="torch")
+        assert not max_logits.requires_grad
+        pgrads.append(torch.autograd.grad(out.float().sum(), [q, kv]))
+    for a, b in zip(*pgrads):
+        assert torch.equal(a, b)

@@ -10,8 +10,8 @@ from torch import Tensor
 from sinkops import _validate as V
 from sinkops import backends
 from sinkops.kv_layout import LAYOUTS, VALUE_DIM
-from sinkops.ops._common import (PlanCache, check_values, checked_mode_possible, dispatch, eager, no_grad_through_out,
-                                 register_op)
+from sinkops.ops._common import (EAGER_AUTOGRAD, PlanCache, check_values, checked_mode_possible, dispatch, eager,
+                                 no_grad_through_out, plain, register_op)
 
 _D_QK = tuple(sorted({lay.d_qk for lay in LAYOUTS.values()}))  # 512 (DeepSeek-V4), 576 (V3.2)
 
@@ -169,8 +169,8 @@ def sparse_mla_prefill(q: Tensor, kv: Tensor, indices: Tensor, sm_scale: float, 
     no_grad_through_out(out, q, kv, attn_sink)
     V.tensor("q", q, ndim=3)
     ops_args = (q, kv, indices, V.scale("sm_scale", sm_scale), d_v, attn_sink, topk_length, backend)
-    if out is None:
-        return torch.ops.sinkops.sparse_mla_prefill(*ops_args)
+    if out is None:  # autograd on plain tensors: our autograd.Function; traced: the dispatcher
+        return (EAGER_AUTOGRAD["sparse_mla_prefill"] if plain(q) else torch.ops.sinkops.sparse_mla_prefill)(*ops_args)
     max_logits = q.new_empty(q.shape[0], q.shape[1], dtype=torch.float32)
     lse = q.new_empty(q.shape[0], q.shape[1], dtype=torch.float32)
     torch.ops.sinkops.sparse_mla_prefill_out(*ops_args, out=out, max_logits=max_logits, lse=lse)

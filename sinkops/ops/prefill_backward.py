@@ -11,7 +11,8 @@ import torch
 
 from sinkops import _validate as V
 from sinkops.ops import prefill
-from sinkops.ops._common import LIB, PlanCache, backward_backend, dispatch, register_functional_op
+from sinkops.ops._common import (EAGER_AUTOGRAD, LIB, PlanCache, autograd_function, backward_backend, dispatch,
+                                 register_functional_op)
 
 
 class SparseMlaPrefillBackwardArgs(prefill.SparseMlaPrefillArgs):
@@ -34,13 +35,7 @@ _PLANS = PlanCache()
 def _plan(dout, dlse, q, kv, indices, out, lse, sm_scale, d_v, attn_sink, topk_length, backend):
     p = _Plan()
     p.fwd = prefill._plan(q, kv, indices, sm_scale, d_v, attn_sink, topk_length, out, None, lse, backend)
-    V.tensor("out", out, ndim=3)
-    V.tensor("lse", lse, ndim=2, dtypes=(torch.float32,), device=q.device)
-    V.tensor("dout", dout, ndim=3, dtypes=(q.dtype,), device=q.device)
-    V.shape("dout", dout, out.shape)
-    if dlse is not None:
-        V.tensor("dlse", dlse, ndim=2, dtypes=(torch.float32,), device=q.device)
-        V.shape("dlse", dlse, lse.shape)
+    V.saved_and_grads(q, out, lse, dout, dlse)
     return p
 
 
@@ -114,10 +109,12 @@ def _backward(ctx, dout, _dmax_logits, dlse):
     sm_scale, d_v, backend = ctx.scalars
     if dout is None:
         dout = torch.zeros_like(out)
-    dq, dkv, d_sink = torch.ops.sinkops.sparse_mla_prefill_backward(
+    op = run if getattr(ctx, "direct", False) else torch.ops.sinkops.sparse_mla_prefill_backward
+    dq, dkv, d_sink = op(
         dout, dlse, q, kv, indices, out, lse, sm_scale, d_v, attn_sink, topk_length,
         torch.are_deterministic_algorithms_enabled(), backend)
     return dq, dkv, None, None, None, (d_sink if attn_sink is not None else None), None, None
 
 
 torch.library.register_autograd("sinkops::sparse_mla_prefill", _backward, setup_context=_setup_context, lib=LIB)
+EAGER_AUTOGRAD["sparse_mla_prefill"] = autograd_function("sparse_mla_prefill", prefill._op, _setup_context, _backward)

@@ -9,8 +9,8 @@ from torch import Tensor
 
 from sinkops import _validate as V
 from sinkops import backends
-from sinkops.ops._common import (SINK_MODE_NAMES, PlanCache, SinkMode, check_values, checked_mode_possible,
-                                 dispatch, eager, no_grad_through_out, register_op)
+from sinkops.ops._common import (EAGER_AUTOGRAD, SINK_MODE_NAMES, PlanCache, SinkMode, check_values,
+                                 checked_mode_possible, dispatch, eager, no_grad_through_out, plain, register_op)
 
 
 class WindowAttentionArgs:
@@ -207,8 +207,9 @@ def window_attention(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor, cu_s
         out, lse = run(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, window_size, causal,
                        softmax_scale, sinks, sink_mode, out, None, return_lse, backend)
         return (out, lse) if return_lse else out
-    # Traced (torch.compile, FakeTensor), a tensor subclass, or autograd: through torch.ops, with the
-    # scalars normalized here so the schema stays simple.
+    # Traced (torch.compile, FakeTensor), a tensor subclass, or autograd: through torch.ops (or, for
+    # autograd on plain tensors, the same formula without the dispatcher), with the scalars normalized
+    # here so the schema stays simple.
     no_grad_through_out(out, q, k, v, sinks)
     left, right = V.window_size(window_size, causal)
     V.tensor("q", q, ndim=3)
@@ -227,7 +228,9 @@ def window_attention(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor, cu_s
     ops_args = (q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, left, right, scale, sinks, mode,
                 backend)
     if out is None:
-        out, lse = torch.ops.sinkops.window_attention(*ops_args)
+        # autograd on plain tensors: our autograd.Function; traced or a subclass: the dispatcher
+        fn = EAGER_AUTOGRAD["window_attention"] if plain(q) else torch.ops.sinkops.window_attention
+        out, lse = fn(*ops_args)
     else:
         lse = q.new_empty(q.shape[1], q.shape[0], dtype=torch.float32)
         torch.ops.sinkops.window_attention_out(*ops_args, out=out, lse=lse)

@@ -11,7 +11,8 @@ import torch
 
 from sinkops import _validate as V
 from sinkops.ops import window
-from sinkops.ops._common import LIB, SINK_MODE_NAMES, PlanCache, backward_backend, dispatch, register_functional_op
+from sinkops.ops._common import (EAGER_AUTOGRAD, LIB, SINK_MODE_NAMES, PlanCache, autograd_function,
+                                 backward_backend, dispatch, register_functional_op)
 
 
 class WindowAttentionBackwardArgs(window.WindowAttentionArgs):
@@ -35,13 +36,7 @@ _PLANS = PlanCache()
 def _plan(dout, dlse, q, k, v, out, lse, cu_q, cu_k, window_size, scale, sinks, sink_mode, backend):
     p = _Plan()
     p.fwd = window._plan(q, k, v, cu_q, cu_k, sinks, out, lse, window_size, False, scale, sink_mode, backend)
-    V.tensor("out", out, ndim=3)
-    V.tensor("lse", lse, ndim=2, dtypes=(torch.float32,), device=q.device)
-    V.tensor("dout", dout, ndim=3, dtypes=(q.dtype,), device=q.device)
-    V.shape("dout", dout, out.shape)
-    if dlse is not None:
-        V.tensor("dlse", dlse, ndim=2, dtypes=(torch.float32,), device=q.device)
-        V.shape("dlse", dlse, lse.shape)
+    V.saved_and_grads(q, out, lse, dout, dlse)
     return p
 
 
@@ -128,7 +123,8 @@ def _backward(ctx, dout, dlse):
     if dout is None:  # only lse was used
         dout = torch.zeros_like(out)
     mode = sink_mode if sinks is not None and SINK_MODE_NAMES.get(sink_mode) else "none"
-    dq, dk, dv, dsinks = torch.ops.sinkops.window_attention_backward(
+    op = run if getattr(ctx, "direct", False) else torch.ops.sinkops.window_attention_backward
+    dq, dk, dv, dsinks = op(
         dout, dlse, q, k, v, out, lse, cu_q, cu_k, max_q, max_k, left, right, scale, sinks, mode,
         torch.are_deterministic_algorithms_enabled(), backend)
     ds = dsinks if sinks is not None and mode != "none" else None
@@ -136,3 +132,4 @@ def _backward(ctx, dout, dlse):
 
 
 torch.library.register_autograd("sinkops::window_attention", _backward, setup_context=_setup_context, lib=LIB)
+EAGER_AUTOGRAD["window_attention"] = autograd_function("window_attention", window._op, _setup_context, _backward)

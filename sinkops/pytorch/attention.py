@@ -60,6 +60,43 @@ def _segments(cu, total):
     return start, (torch.maximum(c[1:], start) - start)
 
 
+def row_windows(r0, r1, q_start, q_len, k_start, k_len, left, right):
+    """Packed rows [r0, r1) -> (row_ok: the row lies in a segment, ks: its segment's first key row,
+    lo, hi: the segment positions of its first and last visible key; lo > hi when it sees none)."""
+    t = torch.arange(r0, r1, device=q_start.device)
+    b = (torch.searchsorted(q_start, t, right=True) - 1).clamp(min=0)
+    i = t - q_start[b]
+    row_ok = (i >= 0) & (i < q_len[b])
+    sq, sk = q_len[b], k_len[b]
+    diag = i + sk - sq
+    lo = (diag - left).clamp(min=0) if left >= 0 else torch.zeros_like(diag)
+    hi = torch.minimum(diag + right, sk - 1) if right >= 0 else sk - 1
+    return row_ok, k_start[b], lo, hi
+
+
+def key_chunk_logits(qc, k, v, row_ok, ks, lo, hi, c0, key_chunk, scale, key0_sinks):
+    """Keys [lo + c0, lo + c0 + key_chunk) of each row (forward and backward): qc [R, Hk, G, D] ->
+    (x [R, Hk, G, C] logits with the key0 bias when key0_sinks [Hq] is given, vis: visible (window,
+    segment; -inf and +inf key0 sinks mask key 0: +inf rows are v_0, handled by the caller),
+    is0 [R, C]: the segment's key 0, gk [R, C]: the key rows (clamped), kc, vc: the gathered keys)."""
+    tk, hk = k.shape[0], k.shape[1]
+    group = qc.shape[2]
+    dev, cdt = qc.device, qc.dtype
+    j = lo.unsqueeze(1) + c0 + torch.arange(key_chunk, device=dev)                     # [R, C] segment positions
+    visible = (j <= hi.unsqueeze(1)) & row_ok.unsqueeze(1)
+    gk = (ks.unsqueeze(1) + j).clamp(0, max(tk - 1, 0))
+    kc, vc = k[gk].to(cdt), v[gk].to(cdt)                                                # [R, C, Hk, D]
+    x = torch.einsum("rhgd,rchd->rhgc", qc, kc) * scale
+    vis = visible[:, None, None, :]
+    is0 = (j == 0) & visible
+    if key0_sinks is not None:  # bias the logit of the segment's key 0; an infinite sink masks it
+        s0 = key0_sinks.view(hk, group)
+        bias = torch.where(torch.isfinite(s0), s0, torch.zeros_like(s0))
+        x = x + torch.where(is0[:, None, None, :], bias[None, :, :, None], torch.zeros((), dtype=cdt, device=dev))
+        vis = vis & ~(is0[:, None, None, :] & torch.isinf(s0)[None, :, :, None])
+    return x, vis, is0, gk, kc, vc
+
+
 def window_attention(a) -> None:
     q, k, v, out, lse = a.q, a.k, a.v, a.out, a.lse
     tq, hq, d = q.shape
@@ -80,30 +117,14 @@ def window_attention(a) -> None:
     mode = int(a.sink_mode)  # 0 none, 1 key0, 2 null
     for r0 in range(0, tq, rows):
         r1 = min(tq, r0 + rows)
-        t = torch.arange(r0, r1, device=dev)
-        b = (torch.searchsorted(q_start, t, right=True) - 1).clamp(min=0)
-        i = t - q_start[b]
-        row_ok = (i >= 0) & (i < q_len[b])
-        sq, sk, ks = q_len[b], k_len[b], k_start[b]
-        diag = i + sk - sq
-        lo = (diag - left).clamp(min=0) if left >= 0 else torch.zeros_like(diag)
-        hi = torch.minimum(diag + right, sk - 1) if right >= 0 else sk - 1
+        row_ok, ks, lo, hi = row_windows(r0, r1, q_start, q_len, k_start, k_len, left, right)
         qc = q[r0:r1].to(cdt).view(r1 - r0, hk, group, d)
         st = _OnlineSoftmax((r1 - r0, hk, group), dv, cdt, dev)
         key0_seen = None
         for c0 in range(0, span, key_chunk):
-            j = lo.unsqueeze(1) + c0 + torch.arange(key_chunk, device=dev)           # [R, C] segment positions
-            visible = (j <= hi.unsqueeze(1)) & row_ok.unsqueeze(1)
-            g = (ks.unsqueeze(1) + j).clamp(0, max(tk - 1, 0))
-            kc, vc = k[g].to(cdt), v[g].to(cdt)                                        # [R, C, Hk, D]
-            s = torch.einsum("rhgd,rchd->rhgc", qc, kc) * a.scale
-            vis = visible[:, None, None, :]
-            if mode == 1:  # key0: bias the logit of the segment's key 0; -inf masks it
-                is0 = (j == 0) & visible
-                s0 = sinks.view(hk, group)
-                bias = torch.where(torch.isfinite(s0), s0, torch.zeros_like(s0))
-                s = s + torch.where(is0[:, None, None, :], bias[None, :, :, None], torch.zeros((), dtype=cdt, device=dev))
-                vis = vis & ~(is0[:, None, None, :] & torch.isinf(s0)[None, :, :, None])
+            s, vis, is0, _, kc, vc = key_chunk_logits(qc, k, v, row_ok, ks, lo, hi, c0, key_chunk, a.scale,
+                                                      sinks if mode == 1 else None)
+            if mode == 1:
                 key0_seen = is0.any(dim=1) if key0_seen is None else key0_seen | is0.any(dim=1)
             st.add(s, vis, lambda p: torch.einsum("rhgc,rchd->rhgd", p, vc))
         o, l, _ = st.finish(sinks.view(hk, group) if mode == 2 else None)

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import torch
 
-from sinkops.pytorch.attention import _BUDGET, _compute_dtype, _segments, _valid_positions
+from sinkops.pytorch.attention import (_BUDGET, _compute_dtype, _segments, _valid_positions, key_chunk_logits,
+                                       row_windows)
 
 _INF = float("inf")
 
@@ -69,14 +70,7 @@ def window_attention_backward(a) -> None:
     for r0 in range(0, tq, rows):
         r1 = min(tq, r0 + rows)
         n = r1 - r0
-        t = torch.arange(r0, r1, device=dev)
-        b = (torch.searchsorted(q_start, t, right=True) - 1).clamp(min=0)
-        i = t - q_start[b]
-        row_ok = (i >= 0) & (i < q_len[b])
-        sq, sk, ks = q_len[b], k_len[b], k_start[b]
-        diag = i + sk - sq
-        lo = (diag - left).clamp(min=0) if left >= 0 else torch.zeros_like(diag)
-        hi = torch.minimum(diag + right, sk - 1) if right >= 0 else sk - 1
+        row_ok, ks, lo, hi = row_windows(r0, r1, q_start, q_len, k_start, k_len, left, right)
         qc = q[r0:r1].to(cdt).view(n, hk, group, d)
         do = a.dout[r0:r1].to(cdt).view(n, hk, group, dv)
         oc = a.out[r0:r1].view(n, hk, group, dv)
@@ -87,18 +81,9 @@ def window_attention_backward(a) -> None:
         dq = torch.zeros(n, hk, group, d, dtype=cdt, device=dev)
         key0_seen = torch.zeros(n, dtype=torch.bool, device=dev)
         for c0 in range(0, span, key_chunk):
-            j = lo.unsqueeze(1) + c0 + torch.arange(key_chunk, device=dev)             # [R, C] segment positions
-            visible = (j <= hi.unsqueeze(1)) & row_ok.unsqueeze(1)
-            gk = (ks.unsqueeze(1) + j).clamp(0, max(tk - 1, 0))
-            kc, vc = k[gk].to(cdt), v[gk].to(cdt)                                        # [R, C, Hk, D]
-            x = torch.einsum("rhgd,rchd->rhgc", qc, kc) * a.scale
-            vis = visible[:, None, None, :]
+            x, vis, is0, gk, kc, vc = key_chunk_logits(qc, k, v, row_ok, ks, lo, hi, c0, key_chunk, a.scale,
+                                                       sinks if mode == 1 else None)
             if mode == 1:
-                is0 = (j == 0) & visible
-                s0 = sinks.view(hk, group)
-                x = x + torch.where(is0[:, None, None, :], torch.where(torch.isfinite(s0), s0, 0)[None, :, :, None],
-                                    torch.zeros((), dtype=cdt, device=dev))
-                vis = vis & ~(is0[:, None, None, :] & torch.isinf(s0)[None, :, :, None])
                 key0_seen |= is0.any(dim=1)
             # lse = +inf (empty or +inf-key0 rows) gives Q = 0: those rows add nothing here
             prob = torch.where(vis, torch.exp(x - lse.unsqueeze(-1)), torch.zeros((), dtype=cdt, device=dev))

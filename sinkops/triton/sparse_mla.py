@@ -136,6 +136,18 @@ def _attend_pool(q_main, q_rope, m, l, acc, kv_ptr, idx_row_ptr, lo, n, num_slot
 
 
 @triton.jit
+def _load_head_rows(row_ptr, heads, head_mask, stride_h, HAS_ROPE: tl.constexpr):
+    """A block of query heads of one row (q, or a gradient laid out like it) -> (main [BLOCK_H, 512],
+    rope [BLOCK_H, 64] or main again without a RoPE tail)."""
+    rows = row_ptr + heads[:, None].to(tl.int64) * stride_h
+    main = tl.load(rows + tl.arange(0, _D_MAIN)[None, :], mask=head_mask[:, None], other=0.0)
+    rope = main
+    if HAS_ROPE:
+        rope = tl.load(rows + _D_MAIN + tl.arange(0, _D_ROPE)[None, :], mask=head_mask[:, None], other=0.0)
+    return main, rope
+
+
+@triton.jit
 def _load_sink_log2(sink_ptr, heads, head_mask, HAS_SINK: tl.constexpr):
     if HAS_SINK:
         return tl.load(sink_ptr + heads, mask=head_mask, other=float("-inf")) * 1.4426950408889634
@@ -157,11 +169,7 @@ def sparse_mla_prefill_kernel(
     heads = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
     head_mask = heads < Hq
     d = tl.arange(0, _D_MAIN)
-    q_row = q_ptr + s * stride_q_s + heads[:, None].to(tl.int64) * stride_q_h
-    q_main = tl.load(q_row + d[None, :], mask=head_mask[:, None], other=0.0)
-    q_rope = q_main
-    if HAS_ROPE:
-        q_rope = tl.load(q_row + _D_MAIN + tl.arange(0, _D_ROPE)[None, :], mask=head_mask[:, None], other=0.0)
+    q_main, q_rope = _load_head_rows(q_ptr + s * stride_q_s, heads, head_mask, stride_q_h, HAS_ROPE)
     n = topk
     if HAS_TOPK_LEN:
         n = tl.minimum(tl.maximum(tl.load(topk_len_ptr + s), 0), topk)
@@ -203,11 +211,8 @@ def sparse_mla_decode_kernel(
     heads = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
     head_mask = heads < Hq
     d = tl.arange(0, _D_MAIN)
-    q_row = q_ptr + b * stride_q_b + s * stride_q_s + heads[:, None].to(tl.int64) * stride_q_h
-    q_main = tl.load(q_row + d[None, :], mask=head_mask[:, None], other=0.0)
-    q_rope = q_main
-    if HAS_ROPE:
-        q_rope = tl.load(q_row + _D_MAIN + tl.arange(0, _D_ROPE)[None, :], mask=head_mask[:, None], other=0.0)
+    q_main, q_rope = _load_head_rows(q_ptr + b * stride_q_b + s * stride_q_s, heads, head_mask, stride_q_h,
+                                     HAS_ROPE)
     m = tl.full([BLOCK_H], float("-inf"), tl.float32)
     l = tl.zeros([BLOCK_H], tl.float32)
     acc = tl.zeros([BLOCK_H, _D_MAIN], tl.float32)

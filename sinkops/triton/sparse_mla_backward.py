@@ -20,7 +20,7 @@ import triton
 import triton.language as tl
 
 from sinkops.triton._launch import KernelLauncher, cdiv as _cdiv, interpreted
-from sinkops.triton.sparse_mla import _D_MAIN, _D_ROPE, D_MAIN, LOG2E, _dot, _to_bf16
+from sinkops.triton.sparse_mla import _D_MAIN, _D_ROPE, D_MAIN, LOG2E, _dot, _load_head_rows, _to_bf16
 
 # deterministic mode: per-(query, position) gradients are staged in chunks of at most this many bytes
 _STAGE_BYTES = 1 << 30
@@ -44,14 +44,8 @@ def _gather(kv_ptr, idx_row_ptr, k_offs, n, Skv, stride_kv_s, HAS_ROPE: tl.const
 @triton.jit
 def _load_q_block(q_ptr, dout_ptr, s, heads, head_mask, stride_q_s, stride_q_h, stride_do_s, stride_do_h,
                   HAS_ROPE: tl.constexpr):
-    d = tl.arange(0, _D_MAIN)
-    q_row = q_ptr + s * stride_q_s + heads[:, None].to(tl.int64) * stride_q_h
-    q_main = tl.load(q_row + d[None, :], mask=head_mask[:, None], other=0.0)
-    q_rope = q_main
-    if HAS_ROPE:
-        q_rope = tl.load(q_row + _D_MAIN + tl.arange(0, _D_ROPE)[None, :], mask=head_mask[:, None], other=0.0)
-    do = tl.load(dout_ptr + s * stride_do_s + heads[:, None].to(tl.int64) * stride_do_h + d[None, :],
-                 mask=head_mask[:, None], other=0.0)
+    q_main, q_rope = _load_head_rows(q_ptr + s * stride_q_s, heads, head_mask, stride_q_h, HAS_ROPE)
+    do, _ = _load_head_rows(dout_ptr + s * stride_do_s, heads, head_mask, stride_do_h, False)
     return q_main, q_rope, do
 
 
@@ -83,8 +77,7 @@ def sparse_mla_bwd_dq_kernel(
     d = tl.arange(0, _D_MAIN)
     q_main, q_rope, do = _load_q_block(q_ptr, dout_ptr, s, heads, head_mask, stride_q_s, stride_q_h, stride_do_s,
                                        stride_do_h, HAS_ROPE)
-    o = tl.load(out_ptr + s * stride_o_s + heads[:, None].to(tl.int64) * stride_o_h + d[None, :],
-                mask=head_mask[:, None], other=0.0)
+    o, _ = _load_head_rows(out_ptr + s * stride_o_s, heads, head_mask, stride_o_h, False)
     rows = s * Hq + heads  # lse, dlse and the row terms are dense [Sq, Hq]
     lse = tl.load(lse_ptr + rows, mask=head_mask, other=float("inf"))
     seen = lse != float("inf")

@@ -32,12 +32,12 @@ def _to_lowp_as_f32(x, dtype: tl.constexpr):
 
 
 @triton.jit
-def _window_key_block(acc, l_i, m_i, q, k_ptr, v_ptr, stride_kt, stride_vt,
-                      start_n, sk, row_lo, row_hi, qk_scale, key0_bias,
-                      offs_n, offs_d, offs_dv, D, DV,
-                      HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, ADD_KEY0: tl.constexpr,
-                      INPUT_PRECISION: tl.constexpr, INTERPRET: tl.constexpr):
-    """Online-softmax update of (acc, l_i, m_i) with keys [start_n, start_n + BLOCK_N); log2 domain."""
+def key_block_logits(q, k_ptr, stride_kt, start_n, sk, row_lo, row_hi, qk_scale, key0_bias, offs_n, offs_d, D,
+                     HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, ADD_KEY0: tl.constexpr,
+                     INPUT_PRECISION: tl.constexpr, INTERPRET: tl.constexpr):
+    """Keys [start_n, start_n + BLOCK_N) of a tile (forward and the backward's dq kernel) ->
+    (x: the logits in log2 units, key0 bias added, [rows, BLOCK_N]; visible: window and segment;
+    kn, key_in, rows: the keys' positions, in-segment mask and int64 rows; k: the block as loaded)."""
     kn = start_n + offs_n
     key_in = kn < sk
     rows = kn.to(tl.int64)
@@ -54,8 +54,22 @@ def _window_key_block(acc, l_i, m_i, q, k_ptr, v_ptr, stride_kt, stride_vt,
     if HAS_RIGHT:
         visible = visible & (kn[None, :] <= row_hi[:, None])
     if ADD_KEY0:
-        # only the block holding key 0 pays for the bias (DESIGN: key0 costs nothing elsewhere)
+        # only the block holding key 0 pays for the bias (DESIGN: key0 costs nothing elsewhere);
+        # a -inf sink makes key 0's logit -inf, which masks it
         x = x + tl.where(kn[None, :] == 0, key0_bias[:, None], 0.0)
+    return x, visible, kn, key_in, rows, k
+
+
+@triton.jit
+def _window_key_block(acc, l_i, m_i, q, k_ptr, v_ptr, stride_kt, stride_vt,
+                      start_n, sk, row_lo, row_hi, qk_scale, key0_bias,
+                      offs_n, offs_d, offs_dv, D, DV,
+                      HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, ADD_KEY0: tl.constexpr,
+                      INPUT_PRECISION: tl.constexpr, INTERPRET: tl.constexpr):
+    """Online-softmax update of (acc, l_i, m_i) with keys [start_n, start_n + BLOCK_N); log2 domain."""
+    x, visible, kn, key_in, rows, _ = key_block_logits(q, k_ptr, stride_kt, start_n, sk, row_lo, row_hi, qk_scale,
+                                                       key0_bias, offs_n, offs_d, D, HAS_LEFT, HAS_RIGHT, ADD_KEY0,
+                                                       INPUT_PRECISION, INTERPRET)
     x = tl.where(visible, x, float("-inf"))
     m_new = tl.maximum(m_i, tl.max(x, 1))
     # a row with nothing visible yet keeps m = -inf: subtract 0 instead so -inf - -inf never makes NaN
@@ -82,6 +96,52 @@ def _segment(cu_ptr, b, total):
     return start, end - start
 
 
+@triton.jit
+def query_tile(cu_q_ptr, cu_k_ptr, total_q, total_k, n_tiles, group, BLOCK_Q: tl.constexpr, HEADS: tl.constexpr):
+    """The tile of this program, for the forward and the backward's dq kernel. Grid: (batch x query
+    tiles of max_seqlen_q, kv heads x head chunks); the batch shares dim 0 with the tiles because grid
+    dims 1 and 2 stop at 65535 (70000 one-token segments are real). Tile row r = (query q0 + r // HEADS,
+    head chunk * HEADS + r % HEADS): a token's group heads are adjacent in memory, so q loads read runs
+    of HEADS * D contiguous elements. -> (q_start, sq, k_start, sk, q0, qi, head, row_ok, kv_head, g)"""
+    b = tl.program_id(0) // n_tiles
+    tile = tl.program_id(0) % n_tiles
+    chunks = tl.cdiv(group, HEADS)
+    kv_head = tl.program_id(1) // chunks
+    chunk = tl.program_id(1) % chunks
+    q_start, sq = _segment(cu_q_ptr, b, total_q)
+    k_start, sk = _segment(cu_k_ptr, b, total_k)
+    q0 = tile * BLOCK_Q
+    offs_m = tl.arange(0, BLOCK_Q * HEADS)
+    qi = q0 + offs_m // HEADS
+    g = chunk * HEADS + offs_m % HEADS
+    head = (kv_head * group + g).to(tl.int64)
+    row_ok = (qi < sq) & (g < group)
+    return q_start, sq, k_start, sk, q0, qi, head, row_ok, kv_head, g
+
+
+@triton.jit
+def tile_key_range(qi, q0, sq, sk, window_left, window_right, BLOCK_Q: tl.constexpr, BLOCK_N: tl.constexpr,
+                   HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr):
+    """Row i sees keys [i + sk - sq - left, i + sk - sq + right] (flash-attention convention),
+    computed in int64 (sk - sq - left may pass -2^31), then clamped to [-1, sk] and narrowed: key
+    positions inside a segment fit int32, and the per-element window mask stays 32-bit.
+    -> (row_lo, row_hi, n_lo, n_hi): per-row bounds and the tile's key blocks [n_lo, n_hi) (n_lo
+    rounded down to BLOCK_N; empty when the tile is past sq)."""
+    diag = qi.to(tl.int64) + sk - sq
+    row_lo = tl.minimum(tl.maximum(diag - window_left, -1), sk).to(tl.int32)
+    row_hi = tl.minimum(tl.maximum(diag + window_right, -1), sk).to(tl.int32)
+    q_last = tl.minimum(q0 + BLOCK_Q, sq) - 1
+    n_lo = sk * 0  # a tensor (not a constexpr) so a key0 peel may advance it
+    n_hi = sk
+    if HAS_LEFT:
+        n_lo = tl.maximum(q0 + sk - sq - window_left, 0)
+    if HAS_RIGHT:
+        n_hi = tl.minimum(q_last + sk - sq + window_right + 1, sk)
+    n_hi = n_hi * (q_last >= q0).to(tl.int64)
+    n_lo = ((n_lo // BLOCK_N) * BLOCK_N).to(tl.int32)
+    return row_lo, row_hi, n_lo, n_hi.to(tl.int32)
+
+
 # Per-call ints are i64 and never specialized (sinkops/triton/_launch.py relies on it).
 @triton.jit(do_not_specialize=["total_q", "total_k", "stride_lh", "n_tiles"])
 def window_attention_fwd_kernel(
@@ -93,25 +153,8 @@ def window_attention_fwd_kernel(
         BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
         HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, SINK_MODE: tl.constexpr, WRITE_LSE: tl.constexpr,
         INPUT_PRECISION: tl.constexpr, INTERPRET: tl.constexpr):
-    # grid: (batch x query tiles of max_seqlen_q, kv heads x head chunks); the batch shares dim 0
-    # with the tiles because grid dims 1 and 2 stop at 65535 (70000 one-token segments are real)
-    b = tl.program_id(0) // n_tiles
-    tile = tl.program_id(0) % n_tiles
-    chunks = tl.cdiv(group, HEADS)
-    kv_head = tl.program_id(1) // chunks
-    chunk = tl.program_id(1) % chunks
-
-    q_start, sq = _segment(cu_q_ptr, b, total_q)
-    k_start, sk = _segment(cu_k_ptr, b, total_k)
-    q0 = tile * BLOCK_Q
-
-    # tile row r = (query q0 + r // HEADS, head chunk * HEADS + r % HEADS): a token's group heads are
-    # adjacent in memory, so the q load reads runs of HEADS * D contiguous elements
-    offs_m = tl.arange(0, BLOCK_Q * HEADS)
-    qi = q0 + offs_m // HEADS
-    g = chunk * HEADS + offs_m % HEADS
-    head = (kv_head * group + g).to(tl.int64)
-    row_ok = (qi < sq) & (g < group)
+    q_start, sq, k_start, sk, q0, qi, head, row_ok, kv_head, g = query_tile(
+        cu_q_ptr, cu_k_ptr, total_q, total_k, n_tiles, group, BLOCK_Q, HEADS)
     offs_n = tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, BLOCK_D)
     offs_dv = tl.arange(0, BLOCK_DV)
@@ -122,23 +165,8 @@ def window_attention_fwd_kernel(
     if INTERPRET:
         q = q.to(tl.float32)  # see _window_key_block: no bf16 dot in the interpreter
 
-    # row i sees keys [i + sk - sq - left, i + sk - sq + right] (flash-attention convention)
-    # computed in int64 (sk - sq - left may pass -2^31), then clamped to [-1, sk] and narrowed:
-    # key positions inside a segment fit int32, and the per-element window mask stays 32-bit
-    diag = qi.to(tl.int64) + sk - sq
-    row_lo = tl.minimum(tl.maximum(diag - window_left, -1), sk).to(tl.int32)
-    row_hi = tl.minimum(tl.maximum(diag + window_right, -1), sk).to(tl.int32)
-    # key range of the whole tile, clamped to the segment; empty when the tile is past sq
-    q_last = tl.minimum(q0 + BLOCK_Q, sq) - 1
-    n_lo = sk * 0  # a tensor (not a constexpr) so the key0 peel below may advance it
-    n_hi = sk
-    if HAS_LEFT:
-        n_lo = tl.maximum(q0 + sk - sq - window_left, 0)
-    if HAS_RIGHT:
-        n_hi = tl.minimum(q_last + sk - sq + window_right + 1, sk)
-    n_hi = n_hi * (q_last >= q0).to(tl.int64)
-    n_lo = ((n_lo // BLOCK_N) * BLOCK_N).to(tl.int32)
-    n_hi = n_hi.to(tl.int32)
+    row_lo, row_hi, n_lo, n_hi = tile_key_range(qi, q0, sq, sk, window_left, window_right, BLOCK_Q, BLOCK_N,
+                                                HAS_LEFT, HAS_RIGHT)
     sk32 = sk.to(tl.int32)
 
     kv_k_ptr = k_ptr + k_start * stride_kt + kv_head.to(tl.int64) * stride_kh

@@ -23,7 +23,7 @@ import triton
 import triton.language as tl
 
 from sinkops.triton._launch import KernelLauncher, cdiv as _cdiv, interpreted
-from sinkops.triton.window_attention import _segment, _to_lowp_as_f32
+from sinkops.triton.window_attention import _segment, _to_lowp_as_f32, key_block_logits, query_tile, tile_key_range
 
 LOG2E = 1.4426950408889634
 
@@ -50,27 +50,17 @@ def _dq_key_block(dq, dsink_row, q, do, lse2, r, delta, k_ptr, v_ptr, stride_kt,
                   row_lo, row_hi, qk_scale, key0_bias, offs_n, offs_d, offs_dv, D, DV,
                   HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, ADD_KEY0: tl.constexpr,
                   INPUT_PRECISION: tl.constexpr, INTERPRET: tl.constexpr):
-    kn = start_n + offs_n
-    key_in = kn < sk
-    rows = kn.to(tl.int64)
-    k = tl.load(k_ptr + rows[:, None] * stride_kt + offs_d[None, :],
-                mask=key_in[:, None] & (offs_d[None, :] < D), other=0.0)
+    x, visible, kn, key_in, rows, k = key_block_logits(q, k_ptr, stride_kt, start_n, sk, row_lo, row_hi, qk_scale,
+                                                       key0_bias, offs_n, offs_d, D, HAS_LEFT, HAS_RIGHT, ADD_KEY0,
+                                                       INPUT_PRECISION, INTERPRET)
     v = tl.load(v_ptr + rows[:, None] * stride_vt + offs_dv[None, :],
                 mask=key_in[:, None] & (offs_dv[None, :] < DV), other=0.0)
-    x = tl.dot(q, tl.trans(_operand(k, INTERPRET)), input_precision=INPUT_PRECISION) * qk_scale
-    visible = key_in[None, :]
-    if HAS_LEFT:
-        visible = visible & (kn[None, :] >= row_lo[:, None])
-    if HAS_RIGHT:
-        visible = visible & (kn[None, :] <= row_hi[:, None])
-    if ADD_KEY0:
-        x = x + tl.where(kn[None, :] == 0, key0_bias[:, None], 0.0)  # -inf masks key 0
     prob = tl.where(visible, tl.math.exp2(x - lse2[:, None]), 0.0)   # Q; 0 where lse = +inf
     dp = tl.dot(do, tl.trans(_operand(v, INTERPRET)), input_precision=INPUT_PRECISION)
     ds = prob * (r[:, None] * dp - delta[:, None])
     if ADD_KEY0:
         dsink_row += tl.sum(tl.where(kn[None, :] == 0, ds, 0.0), 1)
-    dq += tl.dot(_lowp(ds, k.dtype, INTERPRET), _operand(k, INTERPRET), input_precision=INPUT_PRECISION)
+    dq += tl.dot(_lowp(ds, v.dtype, INTERPRET), k, input_precision=INPUT_PRECISION)  # k: float32 when interpreted
     return dq, dsink_row
 
 
@@ -86,21 +76,8 @@ def window_attention_bwd_dq_kernel(
         BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
         HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, SINK_MODE: tl.constexpr, HAS_DLSE: tl.constexpr,
         INPUT_PRECISION: tl.constexpr, INTERPRET: tl.constexpr):
-    # grid and row mapping as window_attention_fwd_kernel's
-    b = tl.program_id(0) // n_tiles
-    tile = tl.program_id(0) % n_tiles
-    chunks = tl.cdiv(group, HEADS)
-    kv_head = tl.program_id(1) // chunks
-    chunk = tl.program_id(1) % chunks
-    q_start, sq = _segment(cu_q_ptr, b, total_q)
-    k_start, sk = _segment(cu_k_ptr, b, total_k)
-    q0 = tile * BLOCK_Q
-
-    offs_m = tl.arange(0, BLOCK_Q * HEADS)
-    qi = q0 + offs_m // HEADS
-    g = chunk * HEADS + offs_m % HEADS
-    head = (kv_head * group + g).to(tl.int64)
-    row_ok = (qi < sq) & (g < group)
+    q_start, sq, k_start, sk, q0, qi, head, row_ok, kv_head, g = query_tile(
+        cu_q_ptr, cu_k_ptr, total_q, total_k, n_tiles, group, BLOCK_Q, HEADS)
     offs_n = tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, BLOCK_D)
     offs_dv = tl.arange(0, BLOCK_DV)
@@ -134,19 +111,8 @@ def window_attention_bwd_dq_kernel(
     q = _operand(q, INTERPRET)
     do = _operand(do, INTERPRET)
 
-    diag = qi.to(tl.int64) + sk - sq
-    row_lo = tl.minimum(tl.maximum(diag - window_left, -1), sk).to(tl.int32)
-    row_hi = tl.minimum(tl.maximum(diag + window_right, -1), sk).to(tl.int32)
-    q_last = tl.minimum(q0 + BLOCK_Q, sq) - 1
-    n_lo = sk * 0
-    n_hi = sk
-    if HAS_LEFT:
-        n_lo = tl.maximum(q0 + sk - sq - window_left, 0)
-    if HAS_RIGHT:
-        n_hi = tl.minimum(q_last + sk - sq + window_right + 1, sk)
-    n_hi = n_hi * (q_last >= q0).to(tl.int64)
-    n_lo = ((n_lo // BLOCK_N) * BLOCK_N).to(tl.int32)
-    n_hi = n_hi.to(tl.int32)
+    row_lo, row_hi, n_lo, n_hi = tile_key_range(qi, q0, sq, sk, window_left, window_right, BLOCK_Q, BLOCK_N,
+                                                HAS_LEFT, HAS_RIGHT)
     sk32 = sk.to(tl.int32)
     kv_k_ptr = k_ptr + k_start * stride_kt + kv_head.to(tl.int64) * stride_kh
     kv_v_ptr = v_ptr + k_start * stride_vt + kv_head.to(tl.int64) * stride_vh
@@ -301,7 +267,7 @@ def window_attention_bwd_dkdv_kernel(
 @functools.lru_cache(maxsize=None)
 def backward_tiles(head_dim: int, head_dim_v: int, group: int, on_gpu: bool):
     """(dq tile rows, heads folded per dq program, dq key block, dk/dv key tile, dk/dv query block,
-    padded D, padded Dv, warps). Not yet tuned on a GPU (bench/NOTES.md)."""
+    padded D, padded Dv, warps). One H200 sweep so far (bench/NOTES.md, "Backward")."""
     block_d = max(16, triton.next_power_of_2(head_dim))
     block_dv = max(16, triton.next_power_of_2(head_dim_v))
     heads = min(triton.next_power_of_2(group), 64)
@@ -310,7 +276,9 @@ def backward_tiles(head_dim: int, head_dim_v: int, group: int, on_gpu: bool):
     if block_q * heads < 16:
         block_q = 16 // heads
     wide = max(block_d, block_dv) > 128
-    block_n = 32 if (wide or not on_gpu) else 64
+    # H200 sweep, MiMo video (d 64, window 64): dq key block 32 569 µs vs 64 590; dk/dv tiles of
+    # 64 keys x 64 rows beat 32 / 128 and 8 warps (bench/NOTES.md, "Backward")
+    block_n = 32 if (wide or not on_gpu or block_d <= 64) else 64
     dkdv_n = 32 if (wide or not on_gpu) else 64
     dkdv_m = 32 if (wide or not on_gpu) else 64
     return block_q, heads, block_n, dkdv_n, dkdv_m, block_d, block_dv, (8 if wide else 4)
