@@ -5,7 +5,9 @@ memory high-water mark of one training step. All columns measured in this run (d
     python bench/bench_backward.py [--quick] [--json PATH]
 
 Timed: "fwd" the forward op; "bwd" the backward op alone (torch.ops.sinkops.*_backward with the
-saved out/lse, what autograd calls); "step" forward + autograd backward as a trainer pays it.
+saved out/lse, what autograd calls), eager and as CUDA-graph replay (kernels only); "step" forward
++ autograd backward as a trainer pays it. Window floor: q, k, v, out, dout read and dq, dk, dv
+written once, at the copy bandwidth measured in this run.
 """
 from __future__ import annotations
 
@@ -18,7 +20,10 @@ import traceback
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))  # run from a checkout
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # bench_window_attention's FlexAttention setup
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # helpers of the other benchmarks
+
+from bench_kernels import graph_us  # noqa: E402
+from bench_window_attention import copy_bandwidth, flex_key0  # noqa: E402
 
 WINDOW_CASES = [  # name, segments, tokens each, Hq, Hk, d, window
     ("mimo-image 1x4096", 1, 4096, 32, 8, 64, (64, 64)),
@@ -59,7 +64,7 @@ def _peak_mb(step) -> float:
     return (torch.cuda.max_memory_allocated() - base) / 2**20
 
 
-def window_row(case):
+def window_row(case, bandwidth):
     import sinkops
 
     name, nseg, seqlen, hq, hk, d, window = case
@@ -83,6 +88,9 @@ def window_row(case):
     bwd = lambda: torch.ops.sinkops.window_attention_backward(  # noqa: E731
         g_out, None, q, k, v, out, lse, cu, cu, seqlen, seqlen, left, right, scale, sinks, "key0", False, "triton")
     row["bwd_us"] = _try(f"{name} bwd", lambda: _us(bwd))
+    row["bwd_graph_us"] = _try(f"{name} bwd graph", lambda: graph_us(bwd))
+    nbytes = 2 * (4 * q.numel() + 2 * (k.numel() + v.numel()))  # q, out, dout, dq; k, v, dk, dv (bf16)
+    row["floor_us"] = nbytes / bandwidth * 1e6 if bandwidth else None
 
     def step():
         o, _ = forward(*leaves)
@@ -93,8 +101,6 @@ def window_row(case):
     def flex_parts():
         import torch._functorch.config as functorch_config
         from torch.nn.attention.flex_attention import flex_attention
-
-        from bench_window_attention import flex_key0
 
         functorch_config.donated_buffer = False  # so the backward alone can be replayed (retain_graph)
         mask, key0_bias = flex_key0(q, cu, window, sinks)
@@ -137,6 +143,7 @@ def prefill_row(case, deterministic):
     bwd = lambda: torch.ops.sinkops.sparse_mla_prefill_backward(  # noqa: E731
         g_out, None, q, kv, idx, out, lse, scale, 512, sink, None, deterministic, "triton")
     row["bwd_us"] = _try(f"{name} bwd", lambda: _us(bwd))
+    row["bwd_graph_us"] = None if deterministic else _try(f"{name} bwd graph", lambda: graph_us(bwd, replays=10))
     if row["bwd_us"]:
         row["bwd_tflops"] = 2.5 * flops / (row["bwd_us"] * 1e-6) / 1e12
     if row["fwd_us"]:
@@ -235,27 +242,30 @@ def main():
     wcases = WINDOW_CASES[:1] if args.quick else WINDOW_CASES
     pcases = PREFILL_CASES[:1] if args.quick else PREFILL_CASES
     print(f"# {torch.cuda.get_device_name()}, torch {torch.__version__}, bf16, key0 sinks (window), null (prefill)")
-    print("\n| window case | fwd µs | bwd µs | bwd / fwd | step µs | step peak MiB | Flex bwd µs | Flex step µs "
-          "| Flex peak MiB | Flex bwd / ours |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    bandwidth = _try("copy bandwidth", copy_bandwidth)
+    print("\n| window case | bwd floor µs | fwd µs | bwd µs | bwd graph µs | bwd / fwd | step µs | step peak MiB "
+          "| Flex bwd µs | Flex step µs | Flex peak MiB | Flex bwd / ours |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     rows = []
     for c in wcases:
-        r = window_row(c)
+        r = window_row(c, bandwidth)
         rows.append(r)
         ratio = r["bwd_us"] / r["fwd_us"] if r.get("bwd_us") and r.get("fwd_us") else None
         vs = r["flex_bwd_us"] / r["bwd_us"] if r.get("flex_bwd_us") and r.get("bwd_us") else None
-        print(f"| {r['case']} | {_f(r['fwd_us'])} | {_f(r['bwd_us'])} | {_f(ratio, '{:.2f}')} | {_f(r['step_us'])} "
+        print(f"| {r['case']} | {_f(r['floor_us'])} | {_f(r['fwd_us'])} | {_f(r['bwd_us'])} "
+              f"| {_f(r['bwd_graph_us'])} | {_f(ratio, '{:.2f}')} | {_f(r['step_us'])} "
               f"| {_f(r['step_peak_mb'], '{:.0f}')} | {_f(r.get('flex_bwd_us'))} | {_f(r.get('flex_step_us'))} "
               f"| {_f(r.get('flex_step_peak_mb'), '{:.0f}')} | {_f(vs, '{:.2f}')} |")
         torch.cuda.empty_cache()
-    print("\n| prefill case | fwd µs | fwd TFLOP/s | bwd µs (atomics) | bwd TFLOP/s | bwd µs (deterministic) "
-          "| det. TFLOP/s |")
-    print("|---|---|---|---|---|---|---|")
+    print("\n| prefill case | fwd µs | fwd TFLOP/s | bwd µs (atomics) | bwd graph µs | bwd TFLOP/s "
+          "| bwd µs (deterministic) | det. TFLOP/s |")
+    print("|---|---|---|---|---|---|---|---|")
     for c in pcases:
         r = prefill_row(c, False)
         rd = prefill_row(c, True)
         rows += [r, rd]
         print(f"| {r['case']} | {_f(r['fwd_us'])} | {_f(r.get('fwd_tflops'))} | {_f(r['bwd_us'])} "
+              f"| {_f(r['bwd_graph_us'])} "
               f"| {_f(r.get('bwd_tflops'))} | {_f(rd['bwd_us'])} | {_f(rd.get('bwd_tflops'))} |")
         torch.cuda.empty_cache()
     if args.json:

@@ -200,14 +200,15 @@ def _sparse_attend(q, keys, valid, d_v, scale, sink):
     return out, max_logits, lse
 
 
-def _prefill_indices(indices, skv, topk_length, device):
-    """indices [Sq, 1, topk] -> (int64 [Sq, topk], valid [Sq, topk]: inside the pool and within
-    topk_length)."""
+def _prefill_setup(q, kv, indices, attn_sink, topk_length):
+    """Both directions' view of a prefill call -> (attn_sink on q's device or None, indices int64
+    [Sq, topk], valid [Sq, topk]: inside the pool and within topk_length, kv as [Skv, Dqk])."""
+    skv = kv.shape[0]
     idx = indices.reshape(indices.shape[0], -1).long()
     valid = (idx >= 0) & (idx < skv)
     if topk_length is not None:
-        valid &= torch.arange(idx.shape[1], device=device).unsqueeze(0) < topk_length.to(device).long().unsqueeze(1)
-    return idx, valid
+        valid &= torch.arange(idx.shape[1], device=q.device).unsqueeze(0) < topk_length.to(q.device).long().unsqueeze(1)
+    return (None if attn_sink is None else attn_sink.to(q.device)), idx, valid, kv.reshape(skv, -1)
 
 
 def sparse_mla_prefill(q, kv, indices, sm_scale, d_v=512, attn_sink=None, topk_length=None,
@@ -220,9 +221,7 @@ def sparse_mla_prefill(q, kv, indices, sm_scale, d_v=512, attn_sink=None, topk_l
     cdt, sdt = _resolve_compute_dtype(q.dtype, compute_dtype)
     sq, hq, dqk = q.shape
     skv, topk = kv.shape[0], indices.shape[-1]
-    attn_sink = None if attn_sink is None else attn_sink.to(q.device)
-    idx, valid = _prefill_indices(indices, skv, topk_length, q.device)
-    kv2 = kv.reshape(skv, dqk)
+    attn_sink, idx, valid, kv2 = _prefill_setup(q, kv, indices, attn_sink, topk_length)
     out = torch.empty(sq, hq, d_v, dtype=cdt, device=q.device)
     max_logits = torch.empty(sq, hq, dtype=cdt, device=q.device)
     lse = torch.empty(sq, hq, dtype=cdt, device=q.device)
@@ -400,9 +399,7 @@ def sparse_mla_prefill_backward(dout, q, kv, indices, sm_scale, d_v=512, attn_si
     cdt, sdt = _resolve_compute_dtype(q.dtype, compute_dtype)
     sq, hq, dqk = q.shape
     skv, topk = kv.shape[0], indices.shape[-1]
-    attn_sink = None if attn_sink is None else attn_sink.to(q.device)
-    idx, valid = _prefill_indices(indices, skv, topk_length, q.device)
-    kv2 = kv.reshape(skv, dqk)
+    attn_sink, idx, valid, kv2 = _prefill_setup(q, kv, indices, attn_sink, topk_length)
     dq = torch.zeros(q.shape, dtype=cdt, device=q.device)
     dkv = torch.zeros(skv, dqk, dtype=cdt, device=q.device)
     dsink = torch.zeros(hq, dtype=cdt, device=q.device)

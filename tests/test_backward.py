@@ -346,3 +346,63 @@ def test_dispatcher_and_eager_autograd_paths_agree():
         pgrads.append(torch.autograd.grad(out.float().sum(), [q, kv]))
     for a, b in zip(*pgrads):
         assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("target", params(BACKWARD_TARGETS))
+def test_backward_writes_every_gradient_element(target):
+    """NaN poisoning for the backward: under torch's deterministic mode every torch.empty (the
+    gradients, the row terms, the deterministic staging) starts as NaN, so an element a kernel
+    forgets to write surfaces as NaN. Padding rows, empty segments, +-inf sinks, invalid indices."""
+    import torch.utils.deterministic as det
+
+    assert det.fill_uninitialized_memory, "torch no longer poisons empty memory in deterministic mode"
+    dev = target.device
+    case = make_window_case([9, 0, 30, 1], hq=4, hk=2, d=32, dtype=BF16, device=dev)
+    pad = torch.randn(5, 4, 32, device=dev).to(BF16)
+    torch.use_deterministic_algorithms(True)
+    try:
+        for mode in ("key0", "null"):
+            q = torch.cat([case["q"], pad]).requires_grad_()
+            k = torch.cat([case["k"], pad[:, :2]]).requires_grad_()
+            v = torch.cat([case["v"], pad[:, :2]]).requires_grad_()
+            s = torch.tensor([math.inf, -math.inf, 0.4, -1.0], device=dev).requires_grad_()
+            out, lse = sinkops.window_attention(q, k, v, case["cu_seqlens_q"], max_seqlen_q=30, window_size=(4, 2),
+                                                sinks=s, sink_mode=mode, return_lse=True, backend=target.backend)
+            grads = torch.autograd.grad(_loss_grads((out, lse), torch.randn_like(out), torch.randn_like(lse)),
+                                        [q, k, v, s])
+            for name, g in zip(("dq", "dk", "dv", "dsinks"), grads):
+                assert not torch.isnan(g).any(), f"{mode}: {name} has unwritten (NaN) elements"
+            assert all((g[-5:] == 0).all() for g in grads[:3]), f"{mode}: padding rows got a gradient"
+        pc = make_sparse_prefill_case(5, 40, 3, 576, 24, device=dev)
+        pc["indices"][2] = -1
+        sink = torch.tensor([math.inf, -math.inf, 0.3], device=dev)
+        (dq, dkv, ds), _ = _prefill_grads(target, pc, sink, None, torch.randn(5, 3, 512, device=dev).to(BF16),
+                                          torch.randn(5, 3, device=dev), 0.04)
+        for name, g in (("dq", dq), ("dkv", dkv), ("d_attn_sink", ds)):
+            assert not torch.isnan(g).any(), f"sparse: {name} has unwritten (NaN) elements"
+    finally:
+        torch.use_deterministic_algorithms(False)
+
+
+def test_backward_ops_validate_inputs():
+    """The public backward ops name the bad argument before any launch."""
+    c = make_window_case([8], hq=2, hk=1, d=16, dtype=torch.float32)
+    out, lse = torch.ops.sinkops.window_attention(c["q"], c["k"], c["v"], c["cu_seqlens_q"], c["cu_seqlens_q"], 8, 8,
+                                                  -1, -1, 0.25, None, "none", "torch")
+    args = lambda dout, dlse: (dout, dlse, c["q"], c["k"], c["v"], out, lse, c["cu_seqlens_q"],  # noqa: E731
+                               c["cu_seqlens_q"], 8, 8, -1, -1, 0.25, None, "none", False, "torch")
+    with pytest.raises(ValueError, match="dout"):
+        torch.ops.sinkops.window_attention_backward(*args(out[:, :1], None))
+    with pytest.raises(ValueError, match="dout"):
+        torch.ops.sinkops.window_attention_backward(*args(out.double(), None))
+    with pytest.raises(ValueError, match="dlse"):
+        torch.ops.sinkops.window_attention_backward(*args(out, lse.double()))
+    pc = make_sparse_prefill_case(3, 10, 2, 512, 4)
+    pout, _, plse = torch.ops.sinkops.sparse_mla_prefill(pc["q"], pc["kv"], pc["indices"], 0.05, 512, None, None,
+                                                         "torch")
+    with pytest.raises(ValueError, match="dout"):
+        torch.ops.sinkops.sparse_mla_prefill_backward(pout.float(), None, pc["q"], pc["kv"], pc["indices"], pout,
+                                                      plse, 0.05, 512, None, None, False, "torch")
+    with pytest.raises(ValueError, match="lse"):
+        torch.ops.sinkops.sparse_mla_prefill_backward(pout, None, pc["q"], pc["kv"], pc["indices"], pout,
+                                                      plse[:, :1], 0.05, 512, None, None, False, "torch")

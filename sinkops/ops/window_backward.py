@@ -110,11 +110,8 @@ def _setup_context(ctx, inputs, output):
     q, k, v, cu_q, cu_k, max_q, max_k, left, right, scale, sinks, sink_mode, backend = inputs
     out, lse = output
     ctx.save_for_backward(q, k, v, cu_q, cu_k, sinks, out, lse)
-    ctx.scalars = (max_q, max_k, left, right, scale, sink_mode, backend_of_backward(backend))
-
-
-def backend_of_backward(backend: str) -> str:
-    return backward_backend(backend, "window_attention_backward")
+    ctx.scalars = (max_q, max_k, left, right, scale, sink_mode,
+                   backward_backend(backend, "window_attention_backward"))
 
 
 def _backward(ctx, dout, dlse):
