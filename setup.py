@@ -61,6 +61,9 @@ class BuildExt(build_ext):
             tmp = Path(self.build_temp) / "cuda"
             ext.extra_objects = build_cuda.compile_cuda(ROOT, nvcc, tmp)
             ext.library_dirs = build_cuda.cuda_lib_dirs(nvcc, tmp)
+            # setuptools relinks only when a listed source is newer than the built module; the
+            # objects above are always fresh, so always link (a stale build/ once shipped an old _C).
+            self.force = True
         super().build_extension(ext)
 
 
@@ -70,7 +73,9 @@ def extensions() -> list[Extension]:
     exts = []
     nvcc = build_cuda.find_nvcc()
     if nvcc:
-        _note("cuda", f"built sinkops._C with {nvcc} for archs {os.environ.get('SINKOPS_CUDA_ARCHS', '80;90a')}"
+        archs = os.environ.get("SINKOPS_CUDA_ARCHS", "80;90a")
+        sm90 = "with" if build_cuda.sm90_sources(ROOT, archs)[0] else "without"
+        _note("cuda", f"built sinkops._C with {nvcc} for archs {archs}, {sm90} the sm_90a kernels"
               + (f" (only {os.environ['SINKOPS_CUDA_ONLY']})" if os.environ.get("SINKOPS_CUDA_ONLY") else ""))
         exts.append(Extension(
             "sinkops._C",

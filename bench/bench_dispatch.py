@@ -21,7 +21,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from bench_kernels import graph_us  # noqa: E402  (bench/ is on sys.path when run as a script)
+from bench_kernels import eager_us, graph_us  # noqa: E402  (bench/ is on sys.path when run as a script)
 
 TARGET_US = {"cuda": 10.0, "triton": 20.0}
 
@@ -30,14 +30,7 @@ def _per_call_us(fn, calls):
     """(wall µs per call over `calls` back-to-back calls, host µs per call). The host time is the
     CPU time of 100 calls issued while the GPU is held busy by a sleep kernel, so that no call
     waits for the device and a kernel slower than the host cannot hide the host cost."""
-    for _ in range(20):
-        fn()
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    torch.cuda.synchronize()
-    wall = (time.perf_counter() - t0) / calls * 1e6
+    wall = eager_us(fn, calls)
     host = []
     for _ in range(5):
         torch.cuda.synchronize()

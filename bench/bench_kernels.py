@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 
 import torch
 
@@ -38,6 +39,18 @@ def graph_us(fn, replays=50):
         torch.cuda.synchronize()
         times.append(a.elapsed_time(b) * 1e3 / (replays // 5 * 5))
     return sorted(times)[len(times) // 2]
+
+
+def eager_us(fn, calls=200, warmup=20):
+    """Wall time per call of `calls` back-to-back eager calls (what a user pays: host + kernel)."""
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - t0) / calls * 1e6
 
 
 def window_cases(quick):

@@ -44,6 +44,10 @@ PYBIND11_MODULE(SINKOPS_MODULE_NAME, m) {
       m, "sparse_mla_prefill");
   bind_op<sinkops::SparseMlaDecodeParams, cu::sparse_mla_decode_unsupported, cu::sparse_mla_decode_fwd>(
       m, "sparse_mla_decode");
+  m.def("sparse_mla_prefill_path", [](const sinkops::SparseMlaPrefillParams& tmpl, int device) {
+    cu::ScopedDevice on(device);
+    return cu::sparse_mla_prefill_path(tmpl);
+  });
   // -> (num_splits, tiles_per_split, workspace bytes) for batch b on `device`.
   m.def("sparse_mla_decode_plan", [](const sinkops::SparseMlaDecodeParams& tmpl, int b, int device) {
     sinkops::SparseMlaDecodeParams p = tmpl;

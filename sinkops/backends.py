@@ -28,8 +28,9 @@ _REGISTERED: dict = {}
 
 # The order `auto` tries, per device type and op, from the H200 measurements in bench/NOTES.md.
 # On CUDA today the Triton kernels beat our mma.sync CUDA kernels for window attention (MiMo video
-# 16x1024 key0: 140 vs 190 µs) and sparse prefill (V4-Pro: 244 vs 201 TFLOP/s); the CUDA decode is
-# 13x faster than Triton at batch 1. torch (vectorized PyTorch) runs anything anywhere, last.
+# 16x1024 key0: 140 vs 190 µs) and sparse prefill (V4-Pro: 244 vs 201 TFLOP/s); on Hopper the CUDA
+# backend's sm_90a prefill (> 32 heads: 490 TFLOP/s) comes first through CudaBackend.prefers().
+# The CUDA decode is 13x faster than Triton at batch 1. torch (vectorized PyTorch) runs anything anywhere, last.
 # CPU tensors go to the SYCL CPU device when that backend is built (bench/NOTES.md, "CPU").
 AUTO_ORDER = {
     "cuda": {"window_attention": ("triton", "cuda", "torch"),
@@ -70,9 +71,19 @@ def why_unavailable(name: str, device) -> str:
     return get(name).why_unavailable(device)
 
 
-def _auto_order(device_type: str, op: str):
+def _auto_order(device_type: str, op: str, args=None):
+    """AUTO_ORDER's list, with the backends that say they beat the others on this call (a
+    `prefers(args)` method; today the CUDA sm_90a sparse prefill) moved to the front."""
     order = AUTO_ORDER.get(device_type, ("torch",))
-    return order[op] if isinstance(order, dict) else order
+    order = order[op] if isinstance(order, dict) else order
+    if args is None:
+        return order
+    return sorted(order, key=lambda name: not _prefers(get(name), args))  # stable: keeps the rest in order
+
+
+def _prefers(b, args) -> bool:
+    prefers = getattr(b, "prefers", None)
+    return bool(prefers) and args.op in b.ops and not b.why_unavailable(args.q.device) and prefers(args)
 
 
 def _why_not(b, args) -> str:
@@ -94,7 +105,7 @@ def resolve(name: str, args):
             raise ValueError(f"backend={name!r} cannot run this {args.op} call: {why}")
         return b
     reasons = []
-    for candidate in _auto_order(device.type, args.op):
+    for candidate in _auto_order(device.type, args.op, args):
         b = get(candidate)
         why = b.why_unavailable(device) or _why_not(b, args)
         if not why:
@@ -105,7 +116,7 @@ def resolve(name: str, args):
 
 def auto_choice(device, op: str, args=None) -> str:
     """Name of the backend auto would take on `device` (args=None: ignoring what the call needs)."""
-    for candidate in _auto_order(device.type, op):
+    for candidate in _auto_order(device.type, op, args):
         b = get(candidate)
         if not b.why_unavailable(device) and op in b.ops and (args is None or not b.supports(args)):
             return candidate

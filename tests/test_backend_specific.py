@@ -100,3 +100,52 @@ def test_float64_goes_to_the_torch_backend():
                                    window_size=(2, 2), sinks=torch.rand(2), sink_mode="key0")
     assert {p.backend.name for p in window._PLANS.values()} == {"torch"}
     assert out.dtype == torch.float64 and not torch.isnan(out).any()
+
+
+def test_auto_moves_a_preferring_backend_first(monkeypatch):
+    """A backend whose prefers(args) is true goes ahead of AUTO_ORDER (the CUDA sm_90a prefill on
+    Hopper); without args, or when it declines, the order stays as listed."""
+    import types
+
+    class Fake:
+        ops = backends.FORWARD_OPS
+
+        def __init__(self, wants):
+            self.wants = wants
+
+        def why_unavailable(self, device):
+            return ""
+
+        def supports(self, a):
+            return ""
+
+        def prefers(self, a):
+            return self.wants
+
+    monkeypatch.setitem(backends._REGISTERED, "fake-yes", Fake(True))
+    monkeypatch.setitem(backends._REGISTERED, "fake-no", Fake(False))
+    monkeypatch.setitem(backends.AUTO_ORDER, "cpu", ("torch", "fake-no", "fake-yes"))
+    args = types.SimpleNamespace(op="sparse_mla_prefill", q=torch.empty(1))
+    assert list(backends._auto_order("cpu", "sparse_mla_prefill", args)) == ["fake-yes", "torch", "fake-no"]
+    assert list(backends._auto_order("cpu", "sparse_mla_prefill")) == ["torch", "fake-no", "fake-yes"]
+    assert backends.resolve("auto", args).wants is True
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("h_q", [16, 64, 128])
+def test_auto_prefill_on_the_gpu(h_q):
+    """On a Hopper GPU with the sm_90a kernels built, auto takes CUDA above 32 heads (2x Triton) and
+    Triton at <= 32 heads; elsewhere Triton."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    from sinkops.cuda import _C
+    from sinkops.ops import prefill
+
+    case = helpers.make_sparse_prefill_case(2, 500, h_q, 512, 64, device="cuda")
+    prefill._PLANS.clear()
+    sinkops.sparse_mla_prefill(case["q"], case["kv"], case["indices"], 0.05)
+    from sinkops import _build_info
+
+    hopper = torch.cuda.get_device_capability() == (9, 0) and "with the sm_90a" in _build_info.CORES["cuda"]
+    want = "cuda" if (hopper and h_q > 32 and _C is not None) else "triton"
+    assert {p.backend.name for p in prefill._PLANS.values()} == {want}

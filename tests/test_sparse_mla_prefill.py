@@ -69,8 +69,9 @@ def test_no_sink_no_topk_length(target, h_q):
 
 
 @pytest.mark.parametrize("target", params(op="mla"))
-def test_non_contiguous_inputs(target):
-    s_q, h_q, d_qk, topk, s_kv = 5, 16, 576, 40, 1500
+@pytest.mark.parametrize("h_q", [16, 64])  # 64: the sm_90a kernel on Hopper
+def test_non_contiguous_inputs(target, h_q):
+    s_q, d_qk, topk, s_kv = 5, 576, 40, 1500
     dev = target.device
     q = torch.randn(h_q, s_q, d_qk, device=dev).to(torch.bfloat16).transpose(0, 1)  # head-major storage
     kv = torch.randn(s_kv, 1, d_qk + 64, device=dev).to(torch.bfloat16)[..., :d_qk]  # padded rows
@@ -82,9 +83,10 @@ def test_non_contiguous_inputs(target):
 
 
 @pytest.mark.parametrize("target", params(op="mla"))
-def test_empty_rows_are_exact(target):
+@pytest.mark.parametrize("h_q", [16, 64])
+def test_empty_rows_are_exact(target, h_q):
     """All-invalid indices and topk_length 0: out exactly 0, lse +inf, max_logits -inf, any sink."""
-    s_q, h_q, topk = 4, 16, 70
+    s_q, topk = 4, 70
     case = make_sparse_prefill_case(s_q, 500, h_q, 512, topk, device=target.device)
     idx = case["indices"].clone()
     idx[0] = -1
@@ -101,12 +103,13 @@ def test_empty_rows_are_exact(target):
 
 
 @pytest.mark.parametrize("target", params(op="mla"))
-def test_inf_sinks_exact(target):
+@pytest.mark.parametrize("h_q", [16, 64])
+def test_inf_sinks_exact(target, h_q):
     """-inf sink: bitwise no-op vs no sink. +inf sink: zero rows, lse / max_logits unchanged."""
-    case = make_sparse_prefill_case(4, 1000, 16, 512, 48, device=target.device)
+    case = make_sparse_prefill_case(4, 1000, h_q, 512, 48, device=target.device)
     base = run_prefill(target, case, 0.044)
-    neg = run_prefill(target, case, 0.044, sinks_like(16, "neginf"))
-    pos = run_prefill(target, case, 0.044, sinks_like(16, "posinf"))
+    neg = run_prefill(target, case, 0.044, sinks_like(h_q, "neginf"))
+    pos = run_prefill(target, case, 0.044, sinks_like(h_q, "posinf"))
     for a, b in zip(base, neg):
         assert torch.equal(a, b), "-inf sink is not a bitwise no-op"
     assert torch.equal(pos[0], torch.zeros_like(pos[0]))
@@ -114,12 +117,13 @@ def test_inf_sinks_exact(target):
 
 
 @pytest.mark.parametrize("target", params(op="mla"))
-def test_duplicates_count_each_time(target):
-    case = make_sparse_prefill_case(3, 200, 16, 512, 8, device=target.device, invalid_frac=0.0, dup=False)
+@pytest.mark.parametrize("h_q", [16, 64])
+def test_duplicates_count_each_time(target, h_q):
+    case = make_sparse_prefill_case(3, 200, h_q, 512, 8, device=target.device, invalid_frac=0.0, dup=False)
     idx = case["indices"].clone()
     idx[:, :, 4:] = idx[:, :, :4]  # every key twice: the same as single keys with logit + log(2)
     case = dict(case, indices=idx)
-    sink = sinks_like(16, "dsv4")
+    sink = sinks_like(h_q, "dsv4")
     check_against_oracle(run_prefill(target, case, 0.05, sink), case, 0.05, sink)
 
 
@@ -164,9 +168,10 @@ def test_sink_fix_table_dsv4(target):
 
 
 @pytest.mark.parametrize("target", params([BY_NAME["cuda"], BY_NAME["triton"]], op="mla"))
-def test_kv_over_2_pow_31_elements(target):
+@pytest.mark.parametrize("h_q", [16, 64])
+def test_kv_over_2_pow_31_elements(target, h_q):
     """Skv * 512 > 2^31: rows that index the far end must read the right bytes (64-bit offsets)."""
-    s_kv, d_qk, h_q, s_q, topk = 4_200_000, 512, 16, 6, 256
+    s_kv, d_qk, s_q, topk = 4_200_000, 512, 6, 256
     assert s_kv * d_qk > 2 ** 31
     kv = torch.empty(s_kv, 1, d_qk, dtype=torch.bfloat16, device="cuda").normal_()
     q = torch.randn(s_q, h_q, d_qk, device="cuda").to(torch.bfloat16)
@@ -183,3 +188,22 @@ def test_kv_over_2_pow_31_elements(target):
     assert rel_l2(got[0], oracle[0]) < 3e-3
     assert rel_l2(got[2], oracle[2]) < 1e-4 and rel_l2(got[1], oracle[1]) < 1e-4
     assert math.isfinite(got[2].sum().item())
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("h_q,d_qk,topk", [(64, 512, 640), (128, 576, 300), (100, 512, 200)])
+def test_cuda_sm80_path_on_hopper(monkeypatch, h_q, d_qk, topk):
+    """SINKOPS_CUDA_SM80=1 keeps the portable kernels for >32 heads on Hopper too (what A100-class
+    GPUs run); both paths must match the oracle, and each other closely."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    case = make_sparse_prefill_case(4, 3000, h_q, d_qk, topk, device="cuda")
+    sink = dsv4_sinks_with_infs(h_q).cuda()
+    tl = random_topk_length(4, topk, "cuda")
+    target = BY_NAME["cuda"]
+    fast = run_prefill(target, case, d_qk ** -0.5, sink, tl)
+    monkeypatch.setenv("SINKOPS_CUDA_SM80", "1")
+    portable = run_prefill(target, case, d_qk ** -0.5, sink, tl)
+    for got in (fast, portable):
+        check_against_oracle(got, case, d_qk ** -0.5, sink, tl)
+    assert rel_l2(fast[0], portable[0]) < 5e-3

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: install, GPU tests, sanitizers, benchmarks; logs go to $OUT.
-#   bash tools/device_check.sh [install|build] [flashmla] [smoke] [test] [backward] [sanitize] [bench] [dispatch] [cpp] [demo] [cp]
+#   bash tools/device_check.sh [install|build] [flashmla] [smoke] [test] [mla] [backward] [sanitize] [bench] [mlabench] [dispatch] [cpp] [demo] [cp]
 # (no arguments = all but build). Build the wheel on the CPU machine first (no device time spent
 # compiling): SINKOPS_CUDA_ARCHS=90a SINKOPS_SYCL=0 PYENV_VERSION=3.12.1 python3.12 -m pip wheel \
 #   --no-deps -w .whl .   and carry .whl (and .peers for FlashMLA, see ../shared/peers).
@@ -36,12 +36,24 @@ nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader
 (cd /tmp && python3 -m sinkops) || exit 1
 if has smoke; then
   log smoke
-  (cd /tmp && python3 "$R/tools/smoke_gpu.py" 2>&1 | tee "$OUT/smoke.log" | tail -3)
+  # a hung kernel (a pipeline deadlock) must not eat the call: stop here when the smoke fails
+  (cd /tmp && timeout 180 python3 "$R/tools/smoke_gpu.py" > "$OUT/smoke.log" 2>&1); rc=$?
+  tail -3 "$OUT/smoke.log"
+  [ $rc -eq 0 ] || { log "smoke failed (rc $rc): stopping"; cat "$OUT/smoke.log" | tail -30; exit 1; }
 fi
 if has test; then
   log "gpu tests"
   (cd /tmp && python3 -m pytest -q -rs --timeout=600 -p no:cacheprovider "$R/tests" -m gpu ${PYTEST_ARGS:-} 2>&1 \
      | tee "$OUT/test_gpu.log" | tail -25)
+fi
+if has mla; then
+  log "sparse MLA prefill (the sm_90a path): gpu tests, memcheck, racecheck"
+  (cd /tmp && timeout 400 python3 -m pytest -q -rs -p no:cacheprovider "$R/tests/test_sparse_mla_prefill.py" "$R/tests/test_backend_specific.py" -m gpu 2>&1 \
+     | tee "$OUT/test_prefill_gpu.log" | tail -6)
+  for tool in memcheck racecheck; do
+    (cd /tmp && timeout 300 compute-sanitizer --tool $tool python3 "$R/tools/sanitize_cases.py" cuda prefill \
+       > "$OUT/sanitize_prefill_$tool.log" 2>&1; tail -2 "$OUT/sanitize_prefill_$tool.log")
+  done
 fi
 if has backward; then
   log "backward: gpu tests, sanitizers (Triton backward kernels), benchmark"
@@ -69,6 +81,10 @@ if [ -n "${FLASHMLA_PID:-}" ]; then
   log "waiting for FlashMLA"
   wait "$FLASHMLA_PID"
   tail -2 "$OUT/flashmla_build.log"
+fi
+if has mlabench; then
+  log "sparse MLA prefill side by side (FlashMLA, sm90, sm80, Triton)"
+  (cd /tmp && python3 "$R/bench/bench_sparse_mla_prefill.py" --json "$OUT/bench_prefill.json" 2>&1 | tee "$OUT/bench_prefill.log")
 fi
 if has dispatch; then
   log "dispatch (host cost per call)"

@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <string>
 
 #include "sinkops/error.h"
@@ -39,6 +40,7 @@ inline int current_device() {
 struct DeviceInfo {
   int sm_count = 0;
   int smem_optin = 0;  // bytes of dynamic shared memory one block may opt in to
+  int cc_major = 0, cc_minor = 0;  // compute capability: sm_90a code runs only on 9.0
 };
 inline const DeviceInfo& device_info(int device) {
   static std::atomic<const DeviceInfo*> cache[kMaxDevices];
@@ -48,10 +50,26 @@ inline const DeviceInfo& device_info(int device) {
   check_cuda(cudaDeviceGetAttribute(&fresh->sm_count, cudaDevAttrMultiProcessorCount, device), "SM count query");
   check_cuda(cudaDeviceGetAttribute(&fresh->smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
              "shared memory query");
+  check_cuda(cudaDeviceGetAttribute(&fresh->cc_major, cudaDevAttrComputeCapabilityMajor, device), "CC query");
+  check_cuda(cudaDeviceGetAttribute(&fresh->cc_minor, cudaDevAttrComputeCapabilityMinor, device), "CC query");
   const DeviceInfo* expected = nullptr;
   if (cache[device].compare_exchange_strong(expected, fresh)) return *fresh;
   delete fresh;  // another thread got there first
   return *expected;
+}
+
+// Whether the sm_90a kernels may run on `info`'s device: built in (SINKOPS_SM90), a 9.0 device,
+// and not turned off with SINKOPS_CUDA_SM80=1 (read on every call, so a benchmark can compare
+// both paths in one process; getenv costs ~0.1 us).
+inline bool use_sm90(const DeviceInfo& info) {
+#ifdef SINKOPS_SM90
+  if (info.cc_major != 9 || info.cc_minor != 0) return false;
+  const char* off = std::getenv("SINKOPS_CUDA_SM80");
+  return off == nullptr || off[0] == '\0' || off[0] == '0';
+#else
+  (void)info;
+  return false;
+#endif
 }
 
 // Lets kKernel use `bytes` of dynamic shared memory on the current device. The limit is a property

@@ -7,12 +7,32 @@
 #include "kernel_launch.cuh"
 #include "sinkops/cuda_api.h"
 #include "sparse_mla_prefill_launch.cuh"
+#ifdef SINKOPS_SM90
+#include "sm90/sm90_api.h"
+#endif
 
 namespace sinkops::cuda {
 
 namespace {
 bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15) == 0; }
 }  // namespace
+
+// The one place the kernel family is chosen. Hopper: warpgroup MMA over 64-head tiles. At <= 32
+// heads that tile is mostly padding and the sm80 kernel's 16 / 32-head tiles are as fast
+// (bench/NOTES.md, "Sparse MLA prefill, sm90"); its rows are stored in 16-byte chunks.
+static bool takes_sm90(const SparseMlaPrefillParams& p, const DeviceInfo& info) {
+#ifdef SINKOPS_SM90
+  return use_sm90(info) && p.h_q > 32 && p.out_row_stride % 8 == 0 && p.out_head_stride % 8 == 0 &&
+         sm90::sparse_mla_prefill_smem_bytes(p.d_qk) <= info.smem_optin;
+#else
+  (void)p, (void)info;
+  return false;
+#endif
+}
+
+std::string sparse_mla_prefill_path(const SparseMlaPrefillParams& p) {
+  return takes_sm90(p, device_info(current_device())) ? "sm90" : "sm80";
+}
 
 // Heads per CTA tile: the smallest of 16 / 32 / 64 that holds h_q (more heads: ceil(h_q / 64) CTAs).
 static int m_tiles(int h_q) { return h_q <= 16 ? 1 : (h_q <= 32 ? 2 : 4); }
@@ -40,7 +60,11 @@ void sparse_mla_prefill_fwd(const SparseMlaPrefillParams& p, void* stream) {
   if (!aligned16(p.q) || !aligned16(p.kv)) throw Error("sparse_mla_prefill: q and kv rows must be 16-byte aligned");
   if (reinterpret_cast<uintptr_t>(p.out) & 3) throw Error("sparse_mla_prefill: out rows must be 4-byte aligned");
 
-  const int smem_optin = device_info(current_device()).smem_optin;
+  const DeviceInfo& info = device_info(current_device());
+#ifdef SINKOPS_SM90
+  if (takes_sm90(p, info) && !(reinterpret_cast<uintptr_t>(p.out) & 15)) return sm90::sparse_mla_prefill(p, stream);
+#endif
+  const int smem_optin = info.smem_optin;
   auto s = static_cast<cudaStream_t>(stream);
   switch (m_tiles(p.h_q)) {
     case 1: return mla::launch_prefill_h16(p, s, smem_optin);

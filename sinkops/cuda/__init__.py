@@ -58,6 +58,13 @@ class CudaBackend:
         # The launcher's own checks (head dim, shared memory of this GPU), asked without launching.
         return getattr(self.mod, a.op + "_unsupported")(_native.template_for(self.mod, a), self._device(a.q))
 
+    def prefers(self, a) -> bool:
+        """Whether `auto` should take this backend before the ones listed ahead of it: the sm_90a
+        sparse prefill (> 32 heads on a Hopper GPU) is ~2x the Triton kernel (bench/NOTES.md)."""
+        if a.op != "sparse_mla_prefill" or self.device_type != "cuda" or self.supports(a):
+            return False
+        return self.mod.sparse_mla_prefill_path(_native.template_for(self.mod, a), self._device(a.q)) == "sm90"
+
     def prepare(self, a):
         dev, stream = self._device(a.q), self._stream
         plan = lambda tmpl, batch: self.mod.sparse_mla_decode_plan(tmpl, batch, dev)  # noqa: E731

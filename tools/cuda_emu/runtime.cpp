@@ -294,6 +294,9 @@ int device_attribute(int attr) {
   };
   if (attr == cudaDevAttrMultiProcessorCount) return env("SINKOPS_EMU_SM_COUNT", 132);
   if (attr == cudaDevAttrMaxSharedMemoryPerBlockOptin) return env("SINKOPS_EMU_SMEM_OPTIN", 232448);
+  // An sm_80 device: the emulator runs the portable kernels (it has no sm_90a ones).
+  if (attr == cudaDevAttrComputeCapabilityMajor) return 8;
+  if (attr == cudaDevAttrComputeCapabilityMinor) return 0;
   return 0;
 }
 

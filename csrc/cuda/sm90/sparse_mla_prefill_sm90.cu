@@ -1,0 +1,31 @@
+// Launcher of the sm_90a sparse MLA prefill (sparse_mla_prefill_sm90.cuh). The portable entry
+// point (csrc/cuda/sparse_mla_prefill.cu) has validated the params and decides when this runs.
+#include "../kernel_launch.cuh"
+#include "sm90_api.h"
+#include "sparse_mla_prefill_sm90.cuh"
+
+namespace sinkops::cuda::sm90 {
+
+namespace {
+template <int kDqk>
+void launch(const SparseMlaPrefillParams& p, cudaStream_t stream) {
+  constexpr auto kernel = sparse_mla_prefill_sm90_kernel<kDqk>;
+  constexpr int smem = SparsePrefillConfig<kDqk>::kSmemBytes;
+  reserve_dynamic_smem<kernel>(smem, "sparse_mla_prefill (sm90)");
+  const dim3 grid(static_cast<unsigned>(p.s_q), static_cast<unsigned>((p.h_q + 63) / 64));
+  kernel<<<grid, SparsePrefillConfig<kDqk>::kThreads, smem, stream>>>(p);
+  check_launch("sparse_mla_prefill (sm90)");
+}
+}  // namespace
+
+int sparse_mla_prefill_smem_bytes(int d_qk) {
+  return d_qk == 576 ? SparsePrefillConfig<576>::kSmemBytes : SparsePrefillConfig<512>::kSmemBytes;
+}
+
+void sparse_mla_prefill(const SparseMlaPrefillParams& p, void* stream) {
+  auto s = static_cast<cudaStream_t>(stream);
+  if (p.d_qk == 576) return launch<576>(p, s);
+  return launch<512>(p, s);
+}
+
+}  // namespace sinkops::cuda::sm90

@@ -1,0 +1,97 @@
+// Hopper (sm_90a) building blocks shared by the sm90 kernels, on top of CuTe (the nvidia-cutlass
+// wheel's headers): warpgroup MMA issue with accumulators in registers, named barriers, the
+// zero-filling cp.async gather with an mbarrier arrival, and the register -> shared store of a
+// bf16 accumulator tile (stmatrix). Only compiled for sm_90a (csrc/cuda/sm90/, build_cuda.py).
+#pragma once
+#include <cute/tensor.hpp>
+#include <cutlass/arch/barrier.h>
+#include <cutlass/arch/reg_reconfig.h>
+
+#include <cstdint>
+
+namespace sinkops::cuda::sm90 {
+
+using namespace cute;
+using bf16 = cutlass::bfloat16_t;
+using Barrier = cutlass::arch::ClusterBarrier;  // an mbarrier in shared memory (one CTA here)
+
+// ---- warpgroup MMA -------------------------------------------------------------------------
+// acc (+)= A B^T over the K mode of the operands; A and B in shared memory (descriptors).
+// Issues the wgmmas and returns: the caller commits the batch and waits (warpgroup_wait<N>).
+template <class Mma, class TA, class TB, class TC>
+__device__ __forceinline__ void wgmma_ss(Mma mma, const TA& sA, const TB& sB, TC& acc, bool clear,
+                                         int thread_in_wg) {
+  auto thr = mma.get_slice(thread_in_wg);
+  Tensor fa = thr.partition_fragment_A(sA);
+  Tensor fb = thr.partition_fragment_B(sB);
+  warpgroup_fence_operand(acc);
+  warpgroup_arrive();
+  mma.accumulate_ = clear ? GMMA::ScaleOut::Zero : GMMA::ScaleOut::One;
+  CUTLASS_PRAGMA_UNROLL
+  for (int k = 0; k < size<2>(fa); ++k) {
+    cute::gemm(mma, fa(_, _, k), fb(_, _, k), acc);
+    mma.accumulate_ = GMMA::ScaleOut::One;
+  }
+  warpgroup_fence_operand(acc);
+}
+
+// acc += A B^T with A in registers (a bf16 fragment laid out as the MMA's A operand).
+template <class Mma, class TA, class TB, class TC>
+__device__ __forceinline__ void wgmma_rs(Mma mma, TA& rA, const TB& sB, TC& acc, int thread_in_wg) {
+  auto thr = mma.get_slice(thread_in_wg);
+  Tensor fb = thr.partition_fragment_B(sB);
+  warpgroup_fence_operand(rA);
+  warpgroup_fence_operand(acc);
+  warpgroup_arrive();
+  mma.accumulate_ = GMMA::ScaleOut::One;
+  CUTLASS_PRAGMA_UNROLL
+  for (int k = 0; k < size<2>(rA); ++k) cute::gemm(mma, rA(_, _, k), fb(_, _, k), acc);
+  warpgroup_fence_operand(acc);
+  warpgroup_fence_operand(rA);
+}
+
+// Where value i of a thread's m64nN fp32 accumulator sits (PTX ISA, wgmma D fragment):
+// row = 16 warp + lane / 4 + 8 ((i / 2) % 2), column = 8 (i / 4) + 2 (lane % 4) + i % 2.
+__device__ __forceinline__ int acc_row(int half, int thread_in_wg) {
+  return (thread_in_wg / 32) * 16 + half * 8 + (thread_in_wg % 32) / 4;
+}
+__device__ __forceinline__ int acc_col(int i, int thread_in_wg) {
+  return 8 * (i / 4) + 2 * (thread_in_wg % 4) + (i & 1);
+}
+
+// The bf16 copy of a 64 x N accumulator tile into shared memory with stmatrix; `rB` is laid out
+// like the fp32 accumulator of Mma (the A-operand layout of the next MMA has the same order).
+template <class Mma, class TR, class TS>
+__device__ __forceinline__ void store_tile_stmatrix(const TR& rB, TS& sT, int thread_in_wg) {
+  auto copy = make_tiled_copy_C(Copy_Atom<SM90_U32x4_STSM_N, bf16>{}, Mma{});
+  auto thr = copy.get_slice(thread_in_wg);
+  cute::copy(copy, thr.retile_S(rB), thr.partition_D(sT));
+}
+
+// ---- barriers ------------------------------------------------------------------------------
+// Named barriers (ids 1..15; 0 is __syncthreads). `threads` counts arriving and waiting threads.
+__device__ __forceinline__ void bar_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void bar_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+// ---- cp.async gather -------------------------------------------------------------------------
+// 16 bytes global -> shared, zero-filled when !valid (nothing is read then), with a 256-byte L2
+// prefetch hint: gathered rows are 1-1.2 KB of contiguous bytes. No L2 eviction policy: with
+// .L2::cache_hint (evict_last for the KV pool), ptxas 13.0 emitted the gather's LDGSTS with an
+// unset, odd uniform descriptor register (desc[UR1]): an illegal instruction on the H200
+// (bench/NOTES.md, "Sparse MLA prefill, sm90").
+__device__ __forceinline__ void cp_async_16_zfill_l2(void* smem, const void* gmem, bool valid) {
+  const uint32_t dst = cast_smem_ptr_to_uint(smem);
+  asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem), "r"(valid ? 16 : 0));
+}
+// The barrier gets one arrival once this thread's earlier cp.asyncs have landed (the barrier's
+// expected count includes it: .noinc).
+__device__ __forceinline__ void cp_async_arrive(Barrier& bar) {
+  cutlass::arch::cpasync_barrier_arrive_noinc(reinterpret_cast<const uint64_t*>(&bar));
+}
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+
+}  // namespace sinkops::cuda::sm90
