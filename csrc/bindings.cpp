@@ -44,6 +44,11 @@ PYBIND11_MODULE(SINKOPS_MODULE_NAME, m) {
       m, "sparse_mla_prefill");
   bind_op<sinkops::SparseMlaDecodeParams, cu::sparse_mla_decode_unsupported, cu::sparse_mla_decode_fwd>(
       m, "sparse_mla_decode");
+  // <op>_path(template, device): "sm90" or "sm80", the kernel family calls of this signature take.
+  m.def("window_attention_path", [](const sinkops::WindowAttentionParams& tmpl, int device) {
+    cu::ScopedDevice on(device);
+    return cu::window_attention_path(tmpl);
+  });
   m.def("sparse_mla_prefill_path", [](const sinkops::SparseMlaPrefillParams& tmpl, int device) {
     cu::ScopedDevice on(device);
     return cu::sparse_mla_prefill_path(tmpl);

@@ -20,6 +20,8 @@ __attribute__((weak)) std::string sparse_mla_prefill_unsupported(const SparseMla
 __attribute__((weak)) std::string sparse_mla_decode_unsupported(const SparseMlaDecodeParams&) {
   return "sparse_mla_decode: this op's CUDA kernels were not compiled into this build";
 }
+__attribute__((weak)) std::string window_attention_path(const WindowAttentionParams&) { return "sm80"; }
+__attribute__((weak)) std::string sparse_mla_prefill_path(const SparseMlaPrefillParams&) { return "sm80"; }
 __attribute__((weak)) void window_attention_fwd(const WindowAttentionParams&, void*) {
   not_built("window_attention");
 }

@@ -277,6 +277,53 @@ def test_tensor_over_2_pow_31_elements(target):
     del kv
 
 
+# Cases of the suite that the sm_90a kernel takes on Hopper (d, d_v <= 128, multiples of 8): GQA 1-16,
+# d 64 / 80 / 96 / 128 / 72-48, every window kind, every sink kind, Sq != Sk, empty segments.
+SM90_CASES = [c for c in CASES if c["size"] != "tiny" and max(c["d"], c["dv"]) <= 128 and c["d"] % 8 == 0
+              and c["dv"] % 8 == 0 and c["dtype"] != F32]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("c", SM90_CASES, ids=_cid)
+def test_cuda_sm80_path_on_hopper(monkeypatch, c):
+    """SINKOPS_CUDA_SM80=1 keeps the mma.sync kernel on Hopper (what A100-class GPUs run); the
+    default path takes the sm_90a kernel there. Both match the oracle, and each other closely."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    target = BY_NAME["cuda"]
+    case = make_window_case(c["lq"], c["lk"], hq=c["hq"], hk=c["hk"], d=c["d"], dv=c["dv"], dtype=c["dtype"],
+                            device="cuda")
+    sinks = None if c["mode"] == "none" else sinks_like(c["hq"], c["kind"])
+    fast, _ = _check(target, case, c["window"], sinks, c["mode"], "default path")
+    monkeypatch.setenv("SINKOPS_CUDA_SM80", "1")
+    portable, _ = _check(target, case, c["window"], sinks, c["mode"], "sm80 path")
+    seen = torch.isfinite(fast)
+    assert torch.equal(seen, torch.isfinite(portable))
+    assert rel_l2(fast[seen], portable[seen]) < 5e-3
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("d,hq,hk", [(64, 32, 8), (80, 16, 16), (128, 32, 8), (256, 8, 1)])
+def test_auto_window_on_the_gpu(d, hq, hk):
+    """On a Hopper GPU with the sm_90a kernels built, auto takes CUDA (its sm_90a kernel) for
+    64 < d <= 128 and Triton otherwise (d 64: Triton is 1.1x faster; d 256: no sm_90a kernel);
+    elsewhere Triton (the mma.sync kernel is slower than Triton)."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    from sinkops import _build_info
+    from sinkops.cuda import _C
+    from sinkops.ops import window
+
+    import sinkops
+
+    case = make_window_case([300, 5], hq=hq, hk=hk, d=d, device="cuda")
+    window._PLANS.clear()
+    sinkops.window_attention(case["q"], case["k"], case["v"], case["cu_seqlens_q"], None, 300, window_size=(64, 64))
+    hopper = torch.cuda.get_device_capability() == (9, 0) and "with the sm_90a" in _build_info.CORES["cuda"]
+    want = "cuda" if (hopper and 64 < d <= 128 and _C is not None) else "triton"
+    assert {p.backend.name for p in window._PLANS.values()} == {want}
+
+
 def test_triton_tile_choice():
     from sinkops.triton.window_attention import window_attention_tile
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: install, GPU tests, sanitizers, benchmarks; logs go to $OUT.
-#   bash tools/device_check.sh [install|build] [flashmla] [smoke] [test] [mla] [backward] [sanitize] [bench] [mlabench] [dispatch] [cpp] [demo] [cp]
+#   bash tools/device_check.sh [install|build] [flashmla] [smoke] [test] [window] [windowbench] [mla] [backward] [sanitize] [bench] [mlabench] [dispatch] [cpp] [demo] [cp]
 # (no arguments = all but build). Build the wheel on the CPU machine first (no device time spent
 # compiling): SINKOPS_CUDA_ARCHS=90a SINKOPS_SYCL=0 PYENV_VERSION=3.12.1 python3.12 -m pip wheel \
 #   --no-deps -w .whl .   and carry .whl (and .peers for FlashMLA, see ../shared/peers).
@@ -46,14 +46,29 @@ if has test; then
   (cd /tmp && python3 -m pytest -q -rs --timeout=600 -p no:cacheprovider "$R/tests" -m gpu ${PYTEST_ARGS:-} 2>&1 \
      | tee "$OUT/test_gpu.log" | tail -25)
 fi
+# memcheck and racecheck of one backend's group of sanitize_cases.py, logs in $OUT
+sanitize_both() {
+  for tool in memcheck racecheck; do
+    (cd /tmp && timeout 300 compute-sanitizer --tool $tool python3 "$R/tools/sanitize_cases.py" "$1" "$2" \
+       > "$OUT/sanitize_$2_$tool.log" 2>&1; tail -2 "$OUT/sanitize_$2_$tool.log")
+  done
+}
+if has window; then
+  log "window attention (the sm_90a path): CUDA gpu tests, memcheck, racecheck"
+  (cd /tmp && timeout 500 python3 -m pytest -q -rs -p no:cacheprovider "$R/tests/test_window_attention.py" -m gpu \
+     -k "cuda or auto_window" 2>&1 | tee "$OUT/test_window_gpu.log" | tail -6)
+  sanitize_both cuda window
+fi
+if has windowbench; then
+  log "window attention side by side (sm90, sm80, Triton, FA4 when importable)"
+  (cd /tmp && python3 "$R/bench/bench_window_attention.py" --json "$OUT/bench_window.json" ${WINDOW_BENCH_ARGS:-} 2>&1 \
+     | tee "$OUT/bench_window.log")
+fi
 if has mla; then
   log "sparse MLA prefill (the sm_90a path): gpu tests, memcheck, racecheck"
   (cd /tmp && timeout 400 python3 -m pytest -q -rs -p no:cacheprovider "$R/tests/test_sparse_mla_prefill.py" "$R/tests/test_backend_specific.py" -m gpu 2>&1 \
      | tee "$OUT/test_prefill_gpu.log" | tail -6)
-  for tool in memcheck racecheck; do
-    (cd /tmp && timeout 300 compute-sanitizer --tool $tool python3 "$R/tools/sanitize_cases.py" cuda prefill \
-       > "$OUT/sanitize_prefill_$tool.log" 2>&1; tail -2 "$OUT/sanitize_prefill_$tool.log")
-  done
+  sanitize_both cuda prefill
 fi
 if has backward; then
   log "backward: gpu tests, sanitizers (Triton backward kernels), benchmark"

@@ -8,6 +8,7 @@ Triton backward kernels under the same values.
     compute-sanitizer --tool memcheck python3 tools/sanitize_cases.py [cuda,triton] [backward,window,prefill,decode]
 Prints one line per group; the sanitizer's own summary says whether anything was caught.
 """
+import os
 import sys
 
 import torch
@@ -38,6 +39,20 @@ def cu(values):
 
 
 def window(backend):
+    if backend == "cuda":  # both kernel families: the sm_90a one (default on Hopper) and mma.sync
+        os.environ["SINKOPS_CUDA_SM80"] = "1"
+        window_cases(backend)
+        os.environ.pop("SINKOPS_CUDA_SM80")
+    window_cases(backend)
+    # a long segment: more K/V tiles than pipeline stages (the ring wraps), every sink value
+    q, k, v = (torch.randn(700, h, 64, device=dev, dtype=torch.bfloat16) for h in (32, 8, 8))
+    s = torch.tensor([float("inf"), float("-inf"), 0.5, -1.0] * 8, device=dev)
+    for mode in ("key0", "null"):
+        sinkops.window_attention(q, k, v, cu([0, 650, 700]), None, 650, window_size=(-1, -1), sinks=s, sink_mode=mode,
+                                 return_lse=True, backend=backend)
+
+
+def window_cases(backend):
     for d, dv, (hq, hk) in ((64, 64, (8, 2)), (80, 80, (4, 4)), (96, 96, (6, 2)), (128, 128, (4, 1)),
                             (192, 128, (4, 4)), (256, 256, (2, 1)), (33, 33, (2, 1))):
         lens = [70, 0, 1, 130]

@@ -9,6 +9,9 @@
 #include "kernel_launch.cuh"
 #include "sinkops/cuda_api.h"
 #include "window_attention_launch.cuh"
+#ifdef SINKOPS_SM90
+#include "sm90/sm90_api.h"
+#endif
 
 namespace sinkops::cuda {
 namespace {
@@ -20,31 +23,33 @@ bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 =
 
 template <typename T, int kHeadDim, typename Sink>
 void run(const WindowAttentionParams& p, const TileInfo& tile, cudaStream_t stream) {
-  LaunchShape s{};
-  s.group = p.h_q / p.h_k;
-  // Fold the largest power-of-two share of the GQA group into M (<= one head per warp), so one
-  // K/V tile in smem serves every folded head.
-  s.heads_per_cta = 1;
-  while (s.heads_per_cta * 2 <= tile.warps && s.group % (s.heads_per_cta * 2) == 0) s.heads_per_cta *= 2;
-  s.positions_per_cta = tile.block_m / s.heads_per_cta;
-  s.head_blocks_per_kv = s.group / s.heads_per_cta;
+  LaunchShape s = window_attention::fold_heads(p, tile.block_m, tile.warps);  // <= one head per warp
   // 16-byte cp.async needs every row start 16-byte aligned: pointers, strides and dims % 8.
   const bool vec = aligned16(p.q) && aligned16(p.k) && aligned16(p.v) && aligned16(p.out) && p.d % 8 == 0 &&
                    p.d_v % 8 == 0 && p.q_row_stride % 8 == 0 && p.q_head_stride % 8 == 0 &&
                    p.k_row_stride % 8 == 0 && p.k_head_stride % 8 == 0 && p.v_row_stride % 8 == 0 &&
                    p.v_head_stride % 8 == 0 && p.out_row_stride % 8 == 0 && p.out_head_stride % 8 == 0;
   s.vec_loads = vec ? 1 : 0;
-  s.scale_log2 = p.scale * sink::kLog2e;
-  const int64_t m_blocks = (int64_t(p.max_seqlen_q) + s.positions_per_cta - 1) / s.positions_per_cta;
-  const int64_t head_blocks = int64_t(p.h_k) * s.head_blocks_per_kv;
-  if (m_blocks > 0x7fffffff || head_blocks > 65535) throw Error("window_attention: grid too large");
-  // Segments beyond gridDim.z are served by the kernel's grid-stride loop over the batch.
-  const dim3 grid(static_cast<unsigned>(m_blocks), static_cast<unsigned>(head_blocks),
-                  static_cast<unsigned>(p.batch < 65535 ? p.batch : 65535));
+  const dim3 grid = window_attention::launch_grid(p, s);
   window_attention::launch<T, kHeadDim, Sink>(p, s, grid, stream);
 }
 
+// The one place the kernel family is chosen: the Hopper warpgroup-MMA kernel for d, d_v <= 128
+// with 16-byte aligned rows (sm90/window_attention_sm90.cu), else the mma.sync kernel.
+bool takes_sm90(const WindowAttentionParams& p, const DeviceInfo& info) {
+#ifdef SINKOPS_SM90
+  return use_sm90(info) && sm90::window_attention_sm90_takes(p, info.smem_optin);
+#else
+  (void)p, (void)info;
+  return false;
+#endif
+}
+
 }  // namespace
+
+std::string window_attention_path(const WindowAttentionParams& p) {
+  return takes_sm90(p, device_info(current_device())) ? "sm90" : "sm80";
+}
 
 std::string window_attention_unsupported(const WindowAttentionParams& p) {
   if (p.dtype != DType::kBFloat16 && p.dtype != DType::kFloat16) return "dtype must be bfloat16 or float16";
@@ -69,6 +74,10 @@ void window_attention_fwd(const WindowAttentionParams& p, void* stream) {
   if (p.sink_mode != SinkMode::kNone && p.sinks == nullptr)
     throw Error("window_attention (cuda): sink_mode needs a sinks tensor");
   if (p.batch <= 0 || p.max_seqlen_q <= 0 || p.total_q == 0 || p.h_q == 0) return;  // nothing to write
+#ifdef SINKOPS_SM90
+  if (takes_sm90(p, device_info(current_device())) && sm90::window_attention_sm90_aligned(p))
+    return sm90::window_attention(p, stream);
+#endif
   const int d = p.d > p.d_v ? p.d : p.d_v;
   dtype_switch(p.dtype, "window_attention", [&](auto t) {
     using T = typename decltype(t)::type;

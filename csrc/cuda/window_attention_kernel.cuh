@@ -26,6 +26,7 @@
 #include "sink_policy.cuh"
 #include "sinkops/window_attention_params.h"
 #include "window_attention_launch.cuh"
+#include "window_bounds.cuh"
 
 namespace sinkops::cuda::window_attention {
 
@@ -111,28 +112,6 @@ __device__ __forceinline__ void load_rows(T* smem, RowPtr row_ptr, const T* base
       smem[r * Tr::kRowPitch + c] = (src != nullptr && c < ncols) ? src[c] : Mma<T>::from_float(0.f);
     }
   }
-}
-
-// Window bounds of one query row (segment-local), clipped into [0, sk] / [-1, sk - 1] so they fit
-// int32 whatever the window; the row sees keys lo..hi (empty when hi < lo).
-__device__ __forceinline__ void row_bounds(int64_t i, int64_t off, int left, int right, int sk, int& lo, int& hi) {
-  const int64_t diag = i + off;
-  int64_t l = left >= 0 ? diag - left : 0;
-  int64_t h = right >= 0 ? diag + right : int64_t(sk) - 1;
-  l = l < 0 ? 0 : (l > sk ? sk : l);
-  h = h > int64_t(sk) - 1 ? int64_t(sk) - 1 : (h < -1 ? -1 : h);
-  lo = static_cast<int>(l);
-  hi = static_cast<int>(h);
-}
-
-// Segment bounds from cu_seqlens, clamped so that any int32 values stay inside the packed
-// tensor: [lo, hi) with 0 <= lo <= hi <= total (a decreasing segment is empty).
-__device__ __forceinline__ void segment_bounds(const int32_t* cu, int b, int64_t total, int64_t& lo, int& len) {
-  int64_t a = cu[b], e = cu[b + 1];
-  a = a < 0 ? 0 : (a > total ? total : a);
-  e = e < a ? a : (e > total ? total : e);
-  lo = a;
-  len = static_cast<int>(e - a);  // cu values are int32, so a segment fits int32
 }
 
 // Sink: sink::Key0Sink or sink::NullSink (no sink = NullSink without a sinks tensor).

@@ -26,6 +26,29 @@ struct LaunchShape {
   float scale_log2;        // scale * log2(e): logits are kept in log2 units
 };
 
+// The GQA folding and the grid, for a CTA of `cta_rows` rows (both kernel families): the largest
+// power-of-two share (<= max_heads) of the group goes into M, so one K/V tile in shared memory
+// serves every folded head; the grid is (query blocks, kv heads x head blocks, segments), and
+// segments beyond gridDim.z are served by the kernels' loop over the batch.
+inline LaunchShape fold_heads(const WindowAttentionParams& p, int cta_rows, int max_heads) {
+  LaunchShape s{};
+  s.group = p.h_q / p.h_k;
+  s.heads_per_cta = 1;
+  while (s.heads_per_cta * 2 <= max_heads && s.group % (s.heads_per_cta * 2) == 0) s.heads_per_cta *= 2;
+  s.positions_per_cta = cta_rows / s.heads_per_cta;
+  s.head_blocks_per_kv = s.group / s.heads_per_cta;
+  s.vec_loads = 1;
+  s.scale_log2 = p.scale * sink::kLog2e;  // logits are kept in log2 units
+  return s;
+}
+inline dim3 launch_grid(const WindowAttentionParams& p, const LaunchShape& s) {
+  const int64_t m_blocks = (int64_t(p.max_seqlen_q) + s.positions_per_cta - 1) / s.positions_per_cta;
+  const int64_t head_blocks = int64_t(p.h_k) * s.head_blocks_per_kv;
+  if (m_blocks > 0x7fffffff || head_blocks > 65535) throw Error("window_attention: grid too large");
+  return dim3(static_cast<unsigned>(m_blocks), static_cast<unsigned>(head_blocks),
+              static_cast<unsigned>(p.batch < 65535 ? p.batch : 65535));
+}
+
 // Tile facts the host needs before launching (rows per CTA, shared memory), per head dim.
 struct TileInfo {
   int block_m;     // CTA rows = positions x folded heads

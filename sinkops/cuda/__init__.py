@@ -60,10 +60,16 @@ class CudaBackend:
 
     def prefers(self, a) -> bool:
         """Whether `auto` should take this backend before the ones listed ahead of it: the sm_90a
-        sparse prefill (> 32 heads on a Hopper GPU) is ~2x the Triton kernel (bench/NOTES.md)."""
-        if a.op != "sparse_mla_prefill" or self.device_type != "cuda" or self.supports(a):
+        kernels (on a Hopper GPU: window attention at 64 < d <= 128, sparse prefill above 32 heads)
+        are faster than the Triton ones there (bench/NOTES.md); the mma.sync kernels are not."""
+        path = getattr(self.mod, a.op + "_path", None)
+        if path is None or self.device_type != "cuda" or self.supports(a):
             return False
-        return self.mod.sparse_mla_prefill_path(_native.template_for(self.mod, a), self._device(a.q)) == "sm90"
+        if a.op == "window_attention" and max(a.q.shape[-1], a.v.shape[-1]) <= 64:
+            # at d 64 the sm_90a window kernel is 1.1x behind Triton on MiMo's +-64 windows and on
+            # full attention (bench/NOTES.md "Window attention, sm90"); ahead from d 80 up
+            return False
+        return path(_native.template_for(self.mod, a), self._device(a.q)) == "sm90"
 
     def prepare(self, a):
         dev, stream = self._device(a.q), self._stream

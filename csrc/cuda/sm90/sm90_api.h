@@ -3,6 +3,7 @@
 // The caller has validated the params (the same checks as the sm80 path).
 #pragma once
 #include "sinkops/sparse_mla_params.h"
+#include "sinkops/window_attention_params.h"
 
 namespace sinkops::cuda::sm90 {
 
@@ -10,5 +11,12 @@ namespace sinkops::cuda::sm90 {
 // out 16-byte aligned (rows are stored in 16-byte chunks).
 int sparse_mla_prefill_smem_bytes(int d_qk);
 void sparse_mla_prefill(const SparseMlaPrefillParams& params, void* stream);
+
+// csrc/cuda/sm90/window_attention_sm90.cu: d, d_v multiples of 8 up to 128, 16-byte aligned rows.
+// `takes` answers from the STATIC fields (one answer per call signature), `aligned` from the
+// pointers of this call; both must hold.
+bool window_attention_sm90_takes(const WindowAttentionParams& params, int smem_optin);
+bool window_attention_sm90_aligned(const WindowAttentionParams& params);
+void window_attention(const WindowAttentionParams& params, void* stream);
 
 }  // namespace sinkops::cuda::sm90

@@ -3,6 +3,8 @@
 // zero-filling cp.async gather with an mbarrier arrival, and the register -> shared store of a
 // bf16 accumulator tile (stmatrix). Only compiled for sm_90a (csrc/cuda/sm90/, build_cuda.py).
 #pragma once
+// N = 80 (and other multiples of 8 past the power-of-two set) for the window kernel's head dims.
+#define CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED
 #include <cute/tensor.hpp>
 #include <cutlass/arch/barrier.h>
 #include <cutlass/arch/reg_reconfig.h>
@@ -59,13 +61,23 @@ __device__ __forceinline__ int acc_col(int i, int thread_in_wg) {
   return 8 * (i / 4) + 2 * (thread_in_wg % 4) + (i & 1);
 }
 
-// The bf16 copy of a 64 x N accumulator tile into shared memory with stmatrix; `rB` is laid out
+// The 16-bit copy of a 64 x N accumulator tile into shared memory with stmatrix; `rB` is laid out
 // like the fp32 accumulator of Mma (the A-operand layout of the next MMA has the same order).
 template <class Mma, class TR, class TS>
 __device__ __forceinline__ void store_tile_stmatrix(const TR& rB, TS& sT, int thread_in_wg) {
-  auto copy = make_tiled_copy_C(Copy_Atom<SM90_U32x4_STSM_N, bf16>{}, Mma{});
+  using Element = typename TR::value_type;  // a 16-bit type (bf16 or fp16)
+  auto copy = make_tiled_copy_C(Copy_Atom<SM90_U32x4_STSM_N, Element>{}, Mma{});
   auto thr = copy.get_slice(thread_in_wg);
   cute::copy(copy, thr.retile_S(rB), thr.partition_D(sT));
+}
+
+// ---- math ------------------------------------------------------------------------------------
+// 2^x on the MUFU alone: exp2f adds a denormal range fix (a compare and two multiplies) around it.
+// Softmax terms that small are flushed to 0, which their sum cannot tell apart.
+__device__ __forceinline__ float exp2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
 }
 
 // ---- barriers ------------------------------------------------------------------------------

@@ -21,6 +21,8 @@ namespace sinkops::cuda {
 // csrc/cuda/window_attention*.cu
 std::string window_attention_unsupported(const WindowAttentionParams& params);
 void window_attention_fwd(const WindowAttentionParams& params, void* stream);
+// "sm90" or "sm80", as sparse_mla_prefill_path below.
+std::string window_attention_path(const WindowAttentionParams& params);
 
 // csrc/cuda/sparse_mla_prefill*.cu
 std::string sparse_mla_prefill_unsupported(const SparseMlaPrefillParams& params);
