@@ -303,25 +303,27 @@ def test_cuda_sm80_path_on_hopper(monkeypatch, c):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("d,hq,hk", [(64, 32, 8), (80, 16, 16), (128, 32, 8), (256, 8, 1)])
-def test_auto_window_on_the_gpu(d, hq, hk):
+@pytest.mark.parametrize("d,hq,hk,window,sm90", [(64, 32, 8, (64, 64), True), (64, 32, 8, (-1, -1), False),
+                                                (80, 16, 16, (64, 64), True), (128, 32, 8, (-1, -1), True),
+                                                (256, 8, 1, (64, 64), False)])
+def test_auto_window_on_the_gpu(d, hq, hk, window, sm90):
     """On a Hopper GPU with the sm_90a kernels built, auto takes CUDA (its sm_90a kernel) for
-    64 < d <= 128 and Triton otherwise (d 64: Triton is 1.1x faster; d 256: no sm_90a kernel);
-    elsewhere Triton (the mma.sync kernel is slower than Triton)."""
+    d <= 128, except full attention at d 64 (Triton is 1.1x faster there), and Triton otherwise
+    (d 256: no sm_90a kernel); elsewhere Triton (the mma.sync kernel is slower than Triton)."""
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA device")
     from sinkops import _build_info
     from sinkops.cuda import _C
-    from sinkops.ops import window
+    from sinkops.ops import window as window_op
 
     import sinkops
 
     case = make_window_case([300, 5], hq=hq, hk=hk, d=d, device="cuda")
-    window._PLANS.clear()
-    sinkops.window_attention(case["q"], case["k"], case["v"], case["cu_seqlens_q"], None, 300, window_size=(64, 64))
+    window_op._PLANS.clear()
+    sinkops.window_attention(case["q"], case["k"], case["v"], case["cu_seqlens_q"], None, 300, window_size=window)
     hopper = torch.cuda.get_device_capability() == (9, 0) and "with the sm_90a" in _build_info.CORES["cuda"]
-    want = "cuda" if (hopper and 64 < d <= 128 and _C is not None) else "triton"
-    assert {p.backend.name for p in window._PLANS.values()} == {want}
+    want = "cuda" if (hopper and sm90 and _C is not None) else "triton"
+    assert {p.backend.name for p in window_op._PLANS.values()} == {want}
 
 
 def test_triton_tile_choice():

@@ -60,14 +60,17 @@ class CudaBackend:
 
     def prefers(self, a) -> bool:
         """Whether `auto` should take this backend before the ones listed ahead of it: the sm_90a
-        kernels (on a Hopper GPU: window attention at 64 < d <= 128, sparse prefill above 32 heads)
+        kernels (on a Hopper GPU: window attention at d <= 128 but full attention at d 64, sparse
+        prefill above 32 heads)
         are faster than the Triton ones there (bench/NOTES.md); the mma.sync kernels are not."""
         path = getattr(self.mod, a.op + "_path", None)
         if path is None or self.device_type != "cuda" or self.supports(a):
             return False
-        if a.op == "window_attention" and max(a.q.shape[-1], a.v.shape[-1]) <= 64:
-            # at d 64 the sm_90a window kernel is 1.1x behind Triton on MiMo's +-64 windows and on
-            # full attention (bench/NOTES.md "Window attention, sm90"); ahead from d 80 up
+        if (a.op == "window_attention" and max(a.q.shape[-1], a.v.shape[-1]) <= 64
+                and (a.window_left < 0 or a.window_right < 0)):
+            # at d <= 64 with an unbounded side (full or causal attention) Triton is 1.1x faster;
+            # bounded windows at d 64 and every shape from d 80 up go to the sm_90a kernel
+            # (bench/NOTES.md "Window attention, sm90")
             return False
         return path(_native.template_for(self.mod, a), self._device(a.q)) == "sm90"
 

@@ -12,9 +12,11 @@
 //  * Key tiles (64 keys) start at the CTA's first visible key, so the segment's key 0, when
 //    visible at all, is column 0 of tile 0: the key0 sink is one branch on `tile start == 0`; the
 //    null sink is folded once per row at the end. Both come from the shared sink policy.
-//  * Per tile and warpgroup: S = Q K^T (SS wgmma, 64 x 64), the mask only on tiles that cut some
-//    row's window, an online softmax in log2 units, O += P V (RS wgmma, P from registers).
-//    Tiles outside a warpgroup's rows' windows are skipped (but still released).
+//  * Per tile and warpgroup: only the 16-key chunks its rows' windows touch (N = 16..64 keys, a
+//    compile-time variant each: a +-64 warpgroup computes 144 of its 3 tiles' 192 keys), S = Q K^T
+//    (SS wgmma, 64 x N), the mask only where a chunk cuts some row's window, an online softmax in
+//    log2 units, O += P V (RS wgmma, P from registers). Tiles no row of the warpgroup sees are
+//    skipped (but still released).
 //  * No producer warps: a sub-partition's 16K registers must hold 2 CTAs (one's loads and softmax
 //    hide behind the other's MMAs), and ptxas allocates every warp for the kernel's launch bound,
 //    whatever setmaxnreg does later (a 384-thread CTA at 2 per SM spilled 800 bytes). So both
@@ -78,9 +80,17 @@ struct WindowConfig {
                              conditional_t<kHeadDim % 32 == 0, GMMA::Layout_K_SW64_Atom<T>, GMMA::Layout_K_SW32_Atom<T>>>;
   template <int kRows>
   using Tiles = decltype(tile_to_shape(Atom{}, Shape<Int<kRows>, Int<kHeadDim>>{}, Step<_1, _2>{}));
-  // The [kHeadDim channels, kBlockN keys] view of a V tile (V^T, channel-major) for the PV MMA.
-  using ValueView = decltype(composition(Tiles<kBlockN>{}, Layout<Shape<Int<kHeadDim>, Int<kBlockN>>, Stride<Int<kBlockN>, _1>>{}));
-  using MmaQK = decltype(make_tiled_mma(GMMA::ss_op_selector<T, T, float, Shape<_64, Int<kBlockN>, _16>>()));
+  static constexpr int kAtomWidth = size<1>(Atom{});  // elements; a tile row r starts at r * kAtomWidth
+  // A warpgroup computes only the 16-key chunks [c, c + N) of a tile that its rows' windows touch
+  // (a +-64 window's warpgroup needs 144 of the 192 keys of its 3 tiles). The views of those N
+  // keys of a stage (the pointer moved by c rows, c a multiple of 16: the swizzle phase is kept):
+  // K as [N keys, d] for the QK MMA, V^T as [d_v channels, N keys] for the PV MMA.
+  template <int N>
+  using KeyRows = decltype(composition(Tiles<kBlockN>{}, Layout<Shape<Int<N>, Int<kHeadDim>>, Stride<_1, Int<kBlockN>>>{}));
+  template <int N>
+  using ValueRows = decltype(composition(Tiles<kBlockN>{}, Layout<Shape<Int<kHeadDim>, Int<N>>, Stride<Int<kBlockN>, _1>>{}));
+  template <int N>
+  using MmaQK = decltype(make_tiled_mma(GMMA::ss_op_selector<T, T, float, Shape<_64, Int<N>, _16>>()));
   using MmaPV = decltype(make_tiled_mma(
       GMMA::rs_op_selector<T, T, float, Shape<_64, Int<kHeadDim>, _16>, GMMA::Major::K, GMMA::Major::MN>()));
 
@@ -201,7 +211,6 @@ __global__ void __launch_bounds__(WindowConfig<typename CuteElement<Tg>::type, k
 
     {
       // ---- warpgroup wg: its 64 rows ----
-      using MmaQK = typename C::MmaQK;
       using MmaPV = typename C::MmaPV;
       // This thread's two accumulator rows (acc_row(0 / 1)): head and position.
       int lo_r[2], hi_r[2], head_r[2];
@@ -227,81 +236,98 @@ __global__ void __launch_bounds__(WindowConfig<typename CuteElement<Tg>::type, k
         row_bounds(int64_t(pos0) + last, off, p.window_left, p.window_right, sk, lo_last, hi_last);
       }
 
-      Tensor acc_s = partition_fragment_C(MmaQK{}, Shape<_64, Int<kBlockN>>{});             // S, then P (fp32)
-      Tensor p_reg = make_tensor<T>(partition_shape_A(MmaPV{}, Shape<_64, Int<kBlockN>>{}));  // P (16-bit)
       Tensor acc_o = partition_fragment_C(MmaPV{}, Shape<_64, Int<kHeadDim>>{});
       clear(acc_o);
       float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};  // log2 units; this thread's columns
       auto sQ = make_tensor(make_smem_ptr(sm.q[wg]), typename C::template Tiles<64>{});
+
+      // One tile's N columns starting at key kc (= the tile start kt + c): S = Q K^T, the online
+      // softmax, O += P V.
+      auto tile_body = [&](auto n_keys, int st, int kc, int c) {
+        constexpr int N = decltype(n_keys)::value;
+        using MmaQK = typename C::template MmaQK<N>;
+        Tensor acc_s = partition_fragment_C(MmaQK{}, Shape<_64, Int<N>>{});             // S, then P (fp32)
+        Tensor p_reg = make_tensor<T>(partition_shape_A(MmaPV{}, Shape<_64, Int<N>>{}));  // P (16-bit)
+        const int kt = kc;  // key indices below are relative to kc
+        const bool full = kt >= lo_last && hi_first - kt >= N - 1;  // inside every row's window
+        auto sK = make_tensor(make_smem_ptr(sm.k[st] + c * C::kAtomWidth), typename C::template KeyRows<N>{});
+        wgmma_ss(MmaQK{}, sQ, sK, acc_s, true, t);
+        warpgroup_commit_batch();
+        warpgroup_wait<0>();
+        // Straight-line code per element (no per-element branches: ptxas turned those into
+        // BSSY/BSYNC pairs, ~10 instructions an element). Logits in log2 units first.
+        const bool key0_tile = Sink::kKey0Bias && kt == 0;
+        const bool quad_lead = t % 4 == 0;  // holds column 0 (elements 0 and 2)
+#pragma unroll
+        for (int i = 0; i < size(acc_s); ++i) acc_s(i) *= shape.scale_log2;
+        if (key0_tile && quad_lead) {  // column 0 of the first tile = the segment's key 0
+          acc_s(0) += sink_r[0];
+          acc_s(2) += sink_r[1];
+        }
+        if (!full) {  // the window: element i is column 8 (i / 4) + (i & 1) past this thread's 2 (t % 4)
+          const int c0 = 2 * (t % 4);
+          const int lo[2] = {lo_r[0] - kt - c0, lo_r[1] - kt - c0}, hi[2] = {hi_r[0] - kt - c0, hi_r[1] - kt - c0};
+#pragma unroll
+          for (int i = 0; i < size(acc_s); ++i) {
+            const int j = 8 * (i / 4) + (i & 1), h = (i / 2) % 2;
+            acc_s(i) = (j >= lo[h]) & (j <= hi[h]) ? acc_s(i) : -INFINITY;
+          }
+        }
+        float m_use[2], alpha[2];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          float mx = row_max[h];
+#pragma unroll
+          for (int i = 2 * h; i < size(acc_s); i += 4) mx = fmaxf(mx, fmaxf(acc_s(i), acc_s(i + 1)));
+          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+          // m_old == m_new covers -inf == -inf (nothing seen yet) and +inf == +inf (a +inf key0 sink).
+          alpha[h] = row_max[h] == mx ? 1.f : exp2_ftz(row_max[h] - mx);
+          row_max[h] = mx;
+          m_use[h] = mx == -INFINITY ? 0.f : mx;  // never -inf - -inf
+          row_sum[h] *= alpha[h];
+        }
+        // O is rescaled only when some row of the warp has a new max (warp-uniform branch).
+        if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
+#pragma unroll
+          for (int i = 0; i < size(acc_o); ++i) acc_o(i) *= alpha[(i / 2) % 2];
+        }
+#pragma unroll
+        for (int i = 0; i < size(acc_s); ++i) acc_s(i) = exp2_ftz(acc_s(i) - m_use[(i / 2) % 2]);
+        if (key0_tile && quad_lead) {
+          // key0 sink +inf: logit +inf == row max +inf -> weight 1 (exp2(inf - inf) would be NaN).
+          if (m_use[0] == INFINITY) acc_s(0) = 1.f;
+          if (m_use[1] == INFINITY) acc_s(2) = 1.f;
+        }
+#pragma unroll
+        for (int i = 0; i < size(acc_s); ++i) {
+          row_sum[(i / 2) % 2] += acc_s(i);
+          p_reg(i) = T(acc_s(i));
+        }
+        auto sV = make_tensor(make_smem_ptr(sm.v[st] + c * C::kAtomWidth), typename C::template ValueRows<N>{});
+        wgmma_rs(MmaPV{}, p_reg, sV, acc_o, t);
+        warpgroup_commit_batch();
+        warpgroup_wait<0>();
+      };
 
       sm.q_ready[wg].wait(segments & 1);
       for (int tile = 0; tile < n_tiles; ++tile, ++it) {
         issue_tile(tile + kStages - 1);
         const int st = it % kStages;
         const int kt = kmin + tile * kBlockN;  // <= kmax; key indices below are relative to kt
-        // Tile intersects some row's window / lies inside every row's window (warpgroup-uniform).
+        // The tile intersects some row's window (warpgroup-uniform).
         const bool active = wg_live && kt <= hi_last && lo_first - kt <= kBlockN - 1;
-        const bool full = kt >= lo_last && hi_first - kt >= kBlockN - 1;
         sm.ready[st].wait((it / kStages) & 1);
         if (active) {
-          auto sK = make_tensor(make_smem_ptr(sm.k[st]), typename C::template Tiles<kBlockN>{});
-          wgmma_ss(MmaQK{}, sQ, sK, acc_s, true, t);
-          warpgroup_commit_batch();
-          warpgroup_wait<0>();
-          // Straight-line code per element (no per-element branches: ptxas turned those into
-          // BSSY/BSYNC pairs, ~10 instructions an element). Logits in log2 units first.
-          const bool key0_tile = Sink::kKey0Bias && kt == 0;
-          const bool quad_lead = t % 4 == 0;  // holds column 0 of the tile (elements 0 and 2)
-#pragma unroll
-          for (int i = 0; i < size(acc_s); ++i) acc_s(i) *= shape.scale_log2;
-          if (key0_tile && quad_lead) {  // column 0 of tile 0 = the segment's key 0
-            acc_s(0) += sink_r[0];
-            acc_s(2) += sink_r[1];
-          }
-          if (!full) {  // the window: element i is column 8 (i / 4) + (i & 1) past this thread's 2 (t % 4)
-            const int c0 = 2 * (t % 4);
-            const int lo[2] = {lo_r[0] - kt - c0, lo_r[1] - kt - c0}, hi[2] = {hi_r[0] - kt - c0, hi_r[1] - kt - c0};
-#pragma unroll
-            for (int i = 0; i < size(acc_s); ++i) {
-              const int j = 8 * (i / 4) + (i & 1), h = (i / 2) % 2;
-              acc_s(i) = (j >= lo[h]) & (j <= hi[h]) ? acc_s(i) : -INFINITY;
-            }
-          }
-          float m_use[2], alpha[2];
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            float mx = row_max[h];
-#pragma unroll
-            for (int i = 2 * h; i < size(acc_s); i += 4) mx = fmaxf(mx, fmaxf(acc_s(i), acc_s(i + 1)));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-            // m_old == m_new covers -inf == -inf (nothing seen yet) and +inf == +inf (a +inf key0 sink).
-            alpha[h] = row_max[h] == mx ? 1.f : exp2_ftz(row_max[h] - mx);
-            row_max[h] = mx;
-            m_use[h] = mx == -INFINITY ? 0.f : mx;  // never -inf - -inf
-            row_sum[h] *= alpha[h];
-          }
-          // O is rescaled only when some row of the warp has a new max (warp-uniform branch).
-          if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
-#pragma unroll
-            for (int i = 0; i < size(acc_o); ++i) acc_o(i) *= alpha[(i / 2) % 2];
-          }
-#pragma unroll
-          for (int i = 0; i < size(acc_s); ++i) acc_s(i) = exp2_ftz(acc_s(i) - m_use[(i / 2) % 2]);
-          if (key0_tile && quad_lead) {
-            // key0 sink +inf: logit +inf == row max +inf -> weight 1 (exp2(inf - inf) would be NaN).
-            if (m_use[0] == INFINITY) acc_s(0) = 1.f;
-            if (m_use[1] == INFINITY) acc_s(2) = 1.f;
-          }
-#pragma unroll
-          for (int i = 0; i < size(acc_s); ++i) {
-            row_sum[(i / 2) % 2] += acc_s(i);
-            p_reg(i) = T(acc_s(i));
-          }
-          auto sV = make_tensor(make_smem_ptr(sm.v[st]), typename C::ValueView{});
-          wgmma_rs(MmaPV{}, p_reg, sV, acc_o, t);
-          warpgroup_commit_batch();
-          warpgroup_wait<0>();
+          // This warpgroup's columns of the tile: [c_lo, c_lo + 16 n) covers every key its rows see.
+          const int c_lo = (lo_first - kt > 0 ? lo_first - kt : 0) & ~15;
+          const int c_end = hi_last - kt + 1 < kBlockN ? hi_last - kt + 1 : kBlockN;
+          const int n16 = (c_end - c_lo + 15) / 16;
+          auto run = [&](auto n_keys) { tile_body(n_keys, st, kt + c_lo, c_lo); };
+          if (n16 == 1) run(Int<16>{});
+          else if (n16 == 2) run(Int<32>{});
+          else if (n16 == 3) run(Int<48>{});
+          else run(Int<kBlockN>{});
         }
         sm.empty[st].arrive();
       }
