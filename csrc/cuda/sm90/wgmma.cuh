@@ -71,15 +71,6 @@ __device__ __forceinline__ void store_tile_stmatrix(const TR& rB, TS& sT, int th
   cute::copy(copy, thr.retile_S(rB), thr.partition_D(sT));
 }
 
-// ---- math ------------------------------------------------------------------------------------
-// 2^x on the MUFU alone: exp2f adds a denormal range fix (a compare and two multiplies) around it.
-// Softmax terms that small are flushed to 0, which their sum cannot tell apart.
-__device__ __forceinline__ float exp2_ftz(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
-}
-
 // ---- barriers ------------------------------------------------------------------------------
 // Named barriers (ids 1..15; 0 is __syncthreads). `threads` counts arriving and waiting threads.
 __device__ __forceinline__ void bar_sync(int id, int threads) {

@@ -32,6 +32,7 @@
 
 #include "../sink_policy.cuh"
 #include "../kernel_launch.cuh"
+#include "../mma_sm80.cuh"  // ptx::exp2_approx (MUFU.EX2 alone)
 #include "../window_attention_launch.cuh"
 #include "../window_bounds.cuh"
 #include "sinkops/window_attention_params.h"
@@ -282,7 +283,7 @@ __global__ void __launch_bounds__(WindowConfig<typename CuteElement<Tg>::type, k
           mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
           mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
           // m_old == m_new covers -inf == -inf (nothing seen yet) and +inf == +inf (a +inf key0 sink).
-          alpha[h] = row_max[h] == mx ? 1.f : exp2_ftz(row_max[h] - mx);
+          alpha[h] = row_max[h] == mx ? 1.f : ptx::exp2_approx(row_max[h] - mx);
           row_max[h] = mx;
           m_use[h] = mx == -INFINITY ? 0.f : mx;  // never -inf - -inf
           row_sum[h] *= alpha[h];
@@ -293,7 +294,7 @@ __global__ void __launch_bounds__(WindowConfig<typename CuteElement<Tg>::type, k
           for (int i = 0; i < size(acc_o); ++i) acc_o(i) *= alpha[(i / 2) % 2];
         }
 #pragma unroll
-        for (int i = 0; i < size(acc_s); ++i) acc_s(i) = exp2_ftz(acc_s(i) - m_use[(i / 2) % 2]);
+        for (int i = 0; i < size(acc_s); ++i) acc_s(i) = ptx::exp2_approx(acc_s(i) - m_use[(i / 2) % 2]);
         if (key0_tile && quad_lead) {
           // key0 sink +inf: logit +inf == row max +inf -> weight 1 (exp2(inf - inf) would be NaN).
           if (m_use[0] == INFINITY) acc_s(0) = 1.f;
