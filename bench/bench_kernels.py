@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 
@@ -51,6 +52,32 @@ def eager_us(fn, calls=200, warmup=20):
         fn()
     torch.cuda.synchronize()
     return (time.perf_counter() - t0) / calls * 1e6
+
+
+def try_or_none(fn, what):
+    """fn(), or None with a one-line note on stderr: a missing or failing peer is a column of n/a."""
+    try:
+        return fn()
+    except Exception as e:
+        print(f"    ({what}: {type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''})", file=sys.stderr)
+        return None
+
+
+class Sm80Path:
+    """SINKOPS_CUDA_SM80=1 inside the block: the CUDA backend takes its portable (mma.sync) kernels.
+    The decode plans are dropped on the way in and out: its split plan follows the kernel family."""
+
+    def _drop_plans(self):
+        from sinkops.ops import decode
+        decode._PLANS.clear()
+
+    def __enter__(self):
+        os.environ["SINKOPS_CUDA_SM80"] = "1"
+        self._drop_plans()
+
+    def __exit__(self, *exc):
+        os.environ.pop("SINKOPS_CUDA_SM80", None)
+        self._drop_plans()
 
 
 def window_cases(quick):

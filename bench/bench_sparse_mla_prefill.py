@@ -18,7 +18,8 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_kernels import eager_us, graph_us  # noqa: E402
+from bench_kernels import Sm80Path, eager_us, graph_us  # noqa: E402
+from bench_kernels import try_or_none as _try  # noqa: E402
 
 D_V = 512
 CASES = [  # name, h_q, d_qk, topk
@@ -35,24 +36,6 @@ def matmul_rate(device):
     a = torch.randn(n, n, device=device, dtype=torch.bfloat16)
     b = torch.randn(n, n, device=device, dtype=torch.bfloat16)
     return 2 * n ** 3 / (graph_us(lambda: a @ b, replays=20) * 1e-6)
-
-
-def _try(fn, what):
-    try:
-        return fn()
-    except Exception as e:  # a missing or failing peer is a column of n/a
-        print(f"    ({what}: {type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''})", file=sys.stderr)
-        return None
-
-
-class Sm80Path:
-    """SINKOPS_CUDA_SM80=1 inside the block: the CUDA backend takes its portable kernels."""
-
-    def __enter__(self):
-        os.environ["SINKOPS_CUDA_SM80"] = "1"
-
-    def __exit__(self, *exc):
-        os.environ.pop("SINKOPS_CUDA_SM80", None)
 
 
 def main():

@@ -21,7 +21,7 @@ import traceback
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_kernels import eager_us, graph_us  # noqa: E402
+from bench_kernels import Sm80Path, eager_us, graph_us  # noqa: E402
 
 # name, segments, tokens per segment, Hq, Hk, head dim, window, vLLM Triton key0 kernel (µs)
 CASES = [
@@ -61,16 +61,6 @@ def make_inputs(nseg, seqlen, hq, hk, d):
     sinks = {"key0": -0.1 + 0.7 * torch.rand(hq, device="cuda"),
              "null": -2.2 + 4.7 * torch.rand(hq, device="cuda"), "none": None}
     return q, k, v, cu, sinks
-
-
-class Sm80Path:
-    """SINKOPS_CUDA_SM80=1 inside the block: the CUDA backend takes its portable mma.sync kernel."""
-
-    def __enter__(self):
-        os.environ["SINKOPS_CUDA_SM80"] = "1"
-
-    def __exit__(self, *exc):
-        os.environ.pop("SINKOPS_CUDA_SM80", None)
 
 
 def ours(backend, q, k, v, cu, seqlen, window, sinks, mode):

@@ -53,6 +53,10 @@ PYBIND11_MODULE(SINKOPS_MODULE_NAME, m) {
     cu::ScopedDevice on(device);
     return cu::sparse_mla_prefill_path(tmpl);
   });
+  m.def("sparse_mla_decode_path", [](const sinkops::SparseMlaDecodeParams& tmpl, int device) {
+    cu::ScopedDevice on(device);
+    return cu::sparse_mla_decode_path(tmpl);
+  });
   // -> (num_splits, tiles_per_split, workspace bytes) for batch b on `device`.
   m.def("sparse_mla_decode_plan", [](const sinkops::SparseMlaDecodeParams& tmpl, int b, int device) {
     sinkops::SparseMlaDecodeParams p = tmpl;

@@ -22,6 +22,7 @@ __attribute__((weak)) std::string sparse_mla_decode_unsupported(const SparseMlaD
 }
 __attribute__((weak)) std::string window_attention_path(const WindowAttentionParams&) { return "sm80"; }
 __attribute__((weak)) std::string sparse_mla_prefill_path(const SparseMlaPrefillParams&) { return "sm80"; }
+__attribute__((weak)) std::string sparse_mla_decode_path(const SparseMlaDecodeParams&) { return "sm80"; }
 __attribute__((weak)) void window_attention_fwd(const WindowAttentionParams&, void*) {
   not_built("window_attention");
 }

@@ -194,3 +194,63 @@ def test_cuda_graph_capture_and_replay(target, layout):
     eager_case = dict(case, q=q.clone(), indices=idx.clone())
     out_e, lse_e = helpers.run_decode(target, eager_case, _scale(case), sink)
     assert torch.equal(out, out_e) and torch.equal(lse, lse_e)
+
+
+def _wide_range_latent(num_tokens, layout, g):
+    """bf16 latent whose FP8 groups hold e4m3 subnormals and zeros (values down to 2^-20 of the
+    group's largest) and, on every 4th token, scales above 2^7 (values near 2^20)."""
+    d = helpers.token_dim(layout)
+    mant = 1 + torch.randint(0, 8, (num_tokens, d), generator=g).float() / 8
+    sign = torch.where(torch.rand(num_tokens, d, generator=g) < 0.5, -1.0, 1.0)
+    x = sign * mant * torch.exp2(-torch.randint(0, 21, (num_tokens, d), generator=g).float())
+    x[:, ::64] = 1.0  # each group's amax: the rest spans 2^0 .. 2^-20 of it
+    x[::4] *= 2.0 ** 20
+    return x.to(torch.bfloat16)
+
+
+@pytest.mark.parametrize("target", params(op="mla"))
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_single_key_rows_are_the_exact_dequantized_values(target, layout):
+    """With one valid key and no sink the output row is that key's values, so it must equal the
+    cache's dequantization bit for bit: checks the FP8 conversion itself (e4m3 subnormals, zeros,
+    scales past 2^7), not only the attention within a tolerance."""
+    from sinkops import pack_kv_cache, unpack_kv_cache
+
+    g = torch.Generator().manual_seed(int.from_bytes(os.urandom(4), "little"))
+    n_tok, b, hq = 256, 3, 16
+    cache = pack_kv_cache(_wide_range_latent(n_tok, layout, g), layout, 64).to(target.device)
+    d = helpers.token_dim(layout)
+    slots = torch.randperm(n_tok, generator=g)[:b * 2].to(torch.int32).reshape(b, 2, 1)
+    case = dict(q=torch.randn(b, 2, hq, d, generator=g).to(target.device, torch.bfloat16), kv_cache=cache,
+                layout=layout, topk_length=None, indices=slots.to(target.device), extra_kv_cache=None,
+                extra_indices=None, extra_topk_length=None)
+    out, lse = helpers.run_decode(target, case, _scale(case), None)
+    want = unpack_kv_cache(cache, layout)[slots.reshape(-1).long().to(cache.device), :512].reshape(b, 2, 1, 512)
+    assert torch.equal(out, want.expand(b, 2, hq, 512).to(out.dtype)), "dequantized values differ"
+    assert torch.isfinite(lse).all()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("shape", [(1, 1, 64, 640, False), (16, 1, 64, 640, True), (3, 2, 8, 64, True),
+                                   (2, 2, 128, 1152, False), (128, 1, 64, 640, True)],
+                         ids=lambda s: "b{}_sq{}_h{}_k{}_x{}".format(*s))
+def test_cuda_sm80_path_on_hopper(monkeypatch, layout, shape):
+    """SINKOPS_CUDA_SM80=1 keeps the mma.sync kernel on Hopper (what A100-class GPUs run; its split
+    plan counts 32-key tiles, the sm_90a kernel's 128-key steps). Both match the oracle and each other."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    from sinkops.ops import decode as decode_op
+
+    target = BY_NAME["cuda"]
+    b, s_q, hq, topk, extra = shape
+    case = helpers.make_sparse_decode_case(b, s_q, hq, layout, topk, 4096, device="cuda", extra=extra)
+    sink = _sink(hq, "dsv4")
+    decode_op._PLANS.clear()
+    fast, lse_fast = check_against_oracle(target, case, sink, f"{layout} {shape} default path")
+    monkeypatch.setenv("SINKOPS_CUDA_SM80", "1")
+    decode_op._PLANS.clear()
+    portable, lse_portable = check_against_oracle(target, case, sink, f"{layout} {shape} sm80 path")
+    decode_op._PLANS.clear()
+    assert helpers.rel_l2(fast.float(), portable.float()) < 5e-3
+    assert torch.allclose(lse_fast, lse_portable, rtol=1e-4, atol=1e-4)

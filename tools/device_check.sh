@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: install, GPU tests, sanitizers, benchmarks; logs go to $OUT.
-#   bash tools/device_check.sh [install|build] [flashmla] [smoke] [test] [window] [windowbench] [mla] [backward] [sanitize] [bench] [mlabench] [dispatch] [cpp] [demo] [cp]
+#   bash tools/device_check.sh [install|build] [flashmla] [smoke] [test] [window] [windowbench] [mla] [decode] [decodebench] [backward] [sanitize] [bench] [mlabench] [dispatch] [cpp] [demo] [cp]
 # (no arguments = all but build). Build the wheel on the CPU machine first (no device time spent
 # compiling): SINKOPS_CUDA_ARCHS=90a SINKOPS_SYCL=0 PYENV_VERSION=3.12.1 python3.12 -m pip wheel \
 #   --no-deps -w .whl .   and carry .whl (and .peers for FlashMLA, see ../shared/peers).
@@ -70,6 +70,12 @@ if has mla; then
      | tee "$OUT/test_prefill_gpu.log" | tail -6)
   sanitize_both cuda prefill
 fi
+if has decode; then
+  log "sparse MLA decode (the sm_90a path): gpu tests, memcheck, racecheck"
+  (cd /tmp && timeout 400 python3 -m pytest -q -rs -p no:cacheprovider "$R/tests/test_sparse_mla_decode.py" -m gpu \
+     -k "cuda" 2>&1 | tee "$OUT/test_decode_gpu.log" | tail -6)
+  sanitize_both cuda decode
+fi
 if has backward; then
   log "backward: gpu tests, sanitizers (Triton backward kernels), benchmark"
   (cd /tmp && python3 -m pytest -q -rs -p no:cacheprovider "$R/tests/test_backward.py" -m gpu 2>&1 \
@@ -100,6 +106,11 @@ fi
 if has mlabench; then
   log "sparse MLA prefill side by side (FlashMLA, sm90, sm80, Triton)"
   (cd /tmp && python3 "$R/bench/bench_sparse_mla_prefill.py" --json "$OUT/bench_prefill.json" 2>&1 | tee "$OUT/bench_prefill.log")
+fi
+if has decodebench; then
+  log "sparse MLA decode side by side (FlashMLA, sm90, sm80, Triton)"
+  (cd /tmp && python3 "$R/bench/bench_sparse_mla_decode.py" --json "$OUT/bench_decode.json" ${DECODE_BENCH_ARGS:-} 2>&1 \
+     | tee "$OUT/bench_decode.log")
 fi
 if has dispatch; then
   log "dispatch (host cost per call)"

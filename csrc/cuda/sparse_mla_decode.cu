@@ -5,6 +5,9 @@
 #include "sinkops/cuda_api.h"
 #include "sparse_mla_decode.cuh"
 #include "static_switch.cuh"
+#ifdef SINKOPS_SM90
+#include "sm90/sm90_api.h"
+#endif
 
 namespace sinkops::cuda {
 
@@ -71,7 +74,35 @@ void check_call(const SparseMlaDecodeParams& p) {
   if (p.extra.cache == nullptr && p.extra.topk > 0) throw Error("sparse_mla_decode: extra.topk > 0 without extra.cache");
 }
 
+// The one place the kernel family is chosen: on Hopper the wgmma kernel (any head count: both
+// families pad to 64-head tiles), else the mma.sync one; but a call of a single (row, 64-head
+// block) keeps the mma.sync kernel, whose 32-key splits spread it over 4x more SMs (batch 1 at 64
+// heads: 13.8 vs 17.4 us, bench/NOTES.md "Sparse MLA decode, sm90"). Shapes and the device only,
+// so the plan (which follows the family's key granularity) is the same for every call of a batch.
+bool takes_sm90(const SparseMlaDecodeParams& p, const DeviceInfo& info) {
+#ifdef SINKOPS_SM90
+  const int64_t cta_rows = int64_t(p.b) * p.s_q * ((p.h_q + 63) / 64);
+  return use_sm90(info) && cta_rows != 1 && sm90::sparse_mla_decode_smem_bytes(p.d_qk) <= info.smem_optin;
+#else
+  (void)p, (void)info;
+  return false;
+#endif
+}
+
+// Keys per plan tile: the sm90 kernel's 128-key steps, the sm80 kernel's 32-key tiles.
+int plan_tile_keys(const SparseMlaDecodeParams& p, const DeviceInfo& info) {
+#ifdef SINKOPS_SM90
+  if (takes_sm90(p, info)) return sm90::sparse_mla_decode_step_keys();
+#endif
+  (void)p, (void)info;
+  return kKeysPerTile;
+}
+
 }  // namespace
+
+std::string sparse_mla_decode_path(const SparseMlaDecodeParams& p) {
+  return takes_sm90(p, device_info(current_device())) ? "sm90" : "sm80";
+}
 
 std::string sparse_mla_decode_unsupported(const SparseMlaDecodeParams& p) {
   const KvLayoutInfo layout = kv_layout_info(p.layout);
@@ -94,7 +125,8 @@ std::string sparse_mla_decode_unsupported(const SparseMlaDecodeParams& p) {
 }
 
 int64_t sparse_mla_decode_plan(SparseMlaDecodeParams& params) {
-  plan_splits(params, device_info(current_device()).sm_count);
+  const DeviceInfo& info = device_info(current_device());
+  plan_splits(params, info.sm_count, plan_tile_keys(params, info));
   return workspace_bytes_for(params, params.num_splits);
 }
 
@@ -113,6 +145,13 @@ void sparse_mla_decode_fwd(const SparseMlaDecodeParams& params, void* stream) {
     throw Error("sparse_mla_decode: workspace smaller than sparse_mla_decode_plan() asks for (" + std::to_string(need) +
                 " bytes)");
   auto s = static_cast<cudaStream_t>(stream);
+#ifdef SINKOPS_SM90
+  if (takes_sm90(params, device_info(current_device()))) {
+    // its epilogue stores 16-byte chunks of the bf16 rows
+    if (reinterpret_cast<uintptr_t>(params.out) & 15) throw Error("sparse_mla_decode: out must be 16-byte aligned");
+    sm90::sparse_mla_decode(params, s);
+  } else
+#endif
   kv_layout_switch(params.layout, [&](auto layout) { launch_decode_kernel<decltype(layout)::value>(params, s); });
   if (params.num_splits > 1) {
     const dim3 grid(params.h_q, params.b * params.s_q);

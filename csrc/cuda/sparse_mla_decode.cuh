@@ -22,11 +22,13 @@
 #include <cmath>
 #include <cstdint>
 
+#include "fp8_dequant.cuh"
 #include "kernel_launch.cuh"
 #include "mma_sm80.cuh"
 #include "sink_policy.cuh"
 #include "sinkops/kv_cache_layout.h"
 #include "sinkops/sparse_mla_params.h"
+#include "sparse_mla_decode_plan.cuh"
 
 namespace sinkops::cuda::sparse_mla_decode {
 
@@ -37,6 +39,7 @@ constexpr int kKeysPerTile = 32;
 constexpr int kThreads = 256;  // 8 warps: 4 head groups of 16 x 2 key halves / value halves
 constexpr int kDv = 512;
 constexpr int kDvPerWarp = kDv / 2;
+static_assert(kHeadsPerCta == kPlanHeadsPerCta && kDv == kPartialDv, "the plan and the workspace describe this kernel");
 // One raw key slot: a v32 token, or a v4 token and its scale bytes; 16 B aligned.
 constexpr int kRawBytesPerKey = 672;
 static_assert(kRawBytesPerKey >= KvLayout<KvCacheLayout::kV32>::kTokenStride &&
@@ -56,59 +59,6 @@ struct SharedStorage {
   float row_sum_part[2][kHeadsPerCta];
   int key_valid[2][kKeysPerTile];
 };
-
-// The key list of a row: the main pool's top-k, then the extra pool's (topk 0 when absent).
-__host__ __device__ inline int total_topk(const SparseMlaDecodeParams& p) { return p.pool.topk + p.extra.topk; }
-
-// The split-k plan (cuda_api.h: sparse_mla_decode_plan): a function of shapes and the SM count
-// only, so it is graph capturable. Splits only when b * s_q * head blocks CTAs leave SMs idle.
-inline void plan_splits(SparseMlaDecodeParams& p, int num_sms) {
-  const int tiles = (total_topk(p) + kKeysPerTile - 1) / kKeysPerTile;
-  p.num_splits = 1;
-  p.tiles_per_split = tiles;
-  const int64_t head_blocks = (p.h_q + kHeadsPerCta - 1) / kHeadsPerCta;
-  const int64_t ctas = int64_t(p.b) * p.s_q * head_blocks;
-  if (tiles <= 1 || ctas <= 0 || ctas >= num_sms) return;
-  // One CTA per SM fits (about 160 KB smem), so fill exactly one wave: floor, never a second wave.
-  int splits = int(num_sms / ctas);
-  splits = splits < tiles ? splits : tiles;
-  p.tiles_per_split = (tiles + splits - 1) / splits;
-  p.num_splits = (tiles + p.tiles_per_split - 1) / p.tiles_per_split;  // no empty split
-}
-
-// Workspace: unnormalized partial outputs [rows][splits][h_q][512] f32, then (max, sum) [rows][splits][h_q].
-__host__ __device__ inline int64_t partial_o_elems(const SparseMlaDecodeParams& p, int splits) {
-  return int64_t(p.b) * p.s_q * splits * p.h_q * kDv;
-}
-inline int64_t workspace_bytes_for(const SparseMlaDecodeParams& p, int splits) {
-  if (splits <= 1) return 0;
-  return partial_o_elems(p, splits) * 4 + int64_t(p.b) * p.s_q * splits * p.h_q * 8;
-}
-
-// ---- device helpers (the shared PTX wrappers are in mma_sm80.cuh) ----
-
-// e8m0: 2^(byte - 127). Byte 0 is 2^-127, a float32 denormal, so it cannot come from shifting
-// the byte into the exponent field.
-__device__ __forceinline__ float e8m0_to_float(uint8_t byte) {
-  return __uint_as_float(byte == 0 ? 0x00400000u : uint32_t(byte) << 23);
-}
-
-// 8 e4m3 values (little-endian in `raw`) times `scale`, rounded once to bf16.
-__device__ __forceinline__ uint4 dequant_8_e4m3(uint2 raw, float scale) {
-  uint32_t words[2] = {raw.x, raw.y};
-  uint32_t out[4];
-#pragma unroll
-  for (int w = 0; w < 2; ++w) {
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const auto pair = static_cast<__nv_fp8x2_storage_t>(words[w] >> (16 * half));
-      const __half2 h2 = __half2(__nv_cvt_fp8x2_to_halfraw2(pair, __NV_E4M3));
-      const float2 f = __half22float2(h2);  // e4m3 -> f16 is exact
-      out[w * 2 + half] = pack_bf16x2(f.x * scale, f.y * scale);
-    }
-  }
-  return make_uint4(out[0], out[1], out[2], out[3]);
-}
 
 // Issues the cp.async copies of the tile whose first key position is `pos0` into raw[buf] and
 // records which of its keys are valid. Thread layout: 8 threads per key.

@@ -12,6 +12,12 @@ namespace sinkops::cuda::sm90 {
 int sparse_mla_prefill_smem_bytes(int d_qk);
 void sparse_mla_prefill(const SparseMlaPrefillParams& params, void* stream);
 
+// csrc/cuda/sm90/sparse_mla_decode_sm90.cu: any h_q (64-head tiles), both layouts, both pools;
+// out 16-byte aligned. Its split plan counts steps of sparse_mla_decode_step_keys() keys.
+int sparse_mla_decode_smem_bytes(int d_qk);
+int sparse_mla_decode_step_keys();
+void sparse_mla_decode(const SparseMlaDecodeParams& params, void* stream);
+
 // csrc/cuda/sm90/window_attention_sm90.cu: d, d_v multiples of 8 up to 128, 16-byte aligned rows.
 // `takes` answers from the STATIC fields (one answer per call signature), `aligned` from the
 // pointers of this call; both must hold.

@@ -10,16 +10,16 @@ namespace {
 template <int kDqk>
 void launch(const SparseMlaPrefillParams& p, cudaStream_t stream) {
   constexpr auto kernel = sparse_mla_prefill_sm90_kernel<kDqk>;
-  constexpr int smem = SparsePrefillConfig<kDqk>::kSmemBytes;
+  constexpr int smem = SparseMlaSm90Config<kDqk>::kSmemBytes;
   reserve_dynamic_smem<kernel>(smem, "sparse_mla_prefill (sm90)");
   const dim3 grid(static_cast<unsigned>(p.s_q), static_cast<unsigned>((p.h_q + 63) / 64));
-  kernel<<<grid, SparsePrefillConfig<kDqk>::kThreads, smem, stream>>>(p);
+  kernel<<<grid, SparseMlaSm90Config<kDqk>::kThreads, smem, stream>>>(p);
   check_launch("sparse_mla_prefill (sm90)");
 }
 }  // namespace
 
 int sparse_mla_prefill_smem_bytes(int d_qk) {
-  return d_qk == 576 ? SparsePrefillConfig<576>::kSmemBytes : SparsePrefillConfig<512>::kSmemBytes;
+  return d_qk == 576 ? SparseMlaSm90Config<576>::kSmemBytes : SparseMlaSm90Config<512>::kSmemBytes;
 }
 
 void sparse_mla_prefill(const SparseMlaPrefillParams& p, void* stream) {

@@ -1,303 +1,46 @@
 // Sparse MLA prefill on Hopper (sm_90a): warpgroup MMA, a producer warpgroup gathering the top-k
-// KV rows with cp.async into 128-byte-swizzled shared memory, mbarrier-synchronised
+// bf16 KV rows with cp.async into 128-byte-swizzled shared memory, mbarrier-synchronised
 // (docs/DESIGN.md §2.2 for the math; bench/NOTES.md "Sparse MLA prefill, sm90" for the numbers).
-//
-// One CTA = one query x 64 heads (the M of every wgmma; heads past h_q are zero rows that are
-// never stored). 3 warpgroups:
-//   WG2, producer: loads Q once, then per step gathers two 64-key blocks, block 2s into buffer 0
-//        and 2s+1 into buffer 1, each buffer in two regions: L = channels 0..255 and R = the rest
-//        (256..d_qk-1, RoPE included), so a region is refilled as soon as its readers are done.
-//   WG0, WG1, consumers: WGc computes S_c = Q K_c^T for buffer c's block (64 heads x 64 keys,
-//        fp32 in registers) and owns output channels 256c..256c+255 (64 x 256 fp32 = 128
-//        registers per thread). O_c needs both blocks: P_c from registers (RS wgmma) and the
-//        other consumer's P through shared memory (SS wgmma).
-// Softmax order per step (both consumers must end a step with the same row max):
-//   WG0: m0 = max(m, rowmax S_0) -> P_0 -> publish m0 ->            O_0 += P_0 V_0[L]
-//   WG1:                 wait m0 -> m1 = max(m0, rowmax S_1) -> P_1 -> publish m1 -> O_1 += P_1 V_1[R]
-//   WG0: wait m1, rescale P_0, O_0, l_0 by 2^(m0 - m1), publish P_0; both: O_c += P_other V_other
-// so WG1's softmax overlaps WG0's MMAs. Region L of a buffer is read by WG0 (values) and R by
-// WG1 (values), so WG0 frees the L regions and WG1 the R regions; the QK of the buffer's owner
-// is done before either consumer gets there.
-// The null sink is folded once at the end (sink_policy.cuh); lse / max_logits as DESIGN §2.2.
+// The CTA layout and the consumer warpgroups are sparse_mla_sm90_consumer.cuh's; this file has
+// the bf16 producer and the epilogue (null sink folded once, lse / max_logits as DESIGN §2.2).
 #pragma once
-#include <cuda_bf16.h>
-#include <cuda_runtime.h>
-
-#include "../sink_policy.cuh"
 #include "sinkops/sparse_mla_params.h"
-#include "wgmma.cuh"
+#include "sparse_mla_sm90_consumer.cuh"
 
 namespace sinkops::cuda::sm90 {
 
-template <int kDqk>
-struct SparsePrefillConfig {
-  static_assert(kDqk == 512 || kDqk == 576, "v4 (512) and v32 (576) rows");
-  static constexpr int kHeads = 64;                  // rows of every wgmma
-  static constexpr int kBlockKeys = 64;              // keys per block, one block per consumer per step
-  static constexpr int kDv = 512;
-  static constexpr int kTiles = kDqk / 64;           // 64-channel tiles per row: 8 or 9
-  static constexpr int kLeftTiles = 4;               // region L: tiles 0..3 (values 0..255)
-  static constexpr int kThreads = 384;
-  static constexpr int kConsumerRegs = 216, kProducerRegs = 72;  // 2 x 128 x 216 + 128 x 72 <= 64K
-
-  // [rows, 64 T] bf16, K-major, 128-byte swizzle; tile t (channels 64t..64t+63) is 64 x 64 and
-  // contiguous at element offset 4096 t.
-  template <int T>
-  using Tiles = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<bf16>{}, Shape<Int<64>, Int<64 * T>>{},
-                                       Step<_1, _2>{}));
-  // The [64 T channels, 64 keys] view of a KV buffer's tiles (V^T, channel-major) for the PV MMA.
-  template <int T>
-  using ValueView = decltype(composition(Tiles<T>{}, Layout<Shape<Int<64 * T>, Int<64>>, Stride<Int<64>, _1>>{}));
-
-  using MmaQK = decltype(make_tiled_mma(GMMA::MMA_64x64x16_F32BF16BF16_SS<GMMA::Major::K, GMMA::Major::K>{}));
-  using MmaPVReg = decltype(make_tiled_mma(GMMA::MMA_64x256x16_F32BF16BF16_RS<GMMA::Major::K, GMMA::Major::MN>{}));
-  using MmaPVSmem = decltype(make_tiled_mma(GMMA::MMA_64x256x16_F32BF16BF16_SS<GMMA::Major::K, GMMA::Major::MN>{}));
-
-  // v32 rows end in 64 RoPE channels (tile 8) that only the QK reads: once WG0's QK of buffer 0 is
-  // done, that tile holds P_0 (the producer refills it only after WG1 has read P_0).
-  static constexpr bool kP0InRope = kDqk == 576;
-
-  struct Smem {
-    alignas(1024) bf16 q[kHeads * kDqk];                  // [64 heads, d_qk]   Tiles<kTiles>
-    alignas(1024) bf16 kv[2][kBlockKeys * kDqk];          // [2][64 keys, d_qk] Tiles<kTiles>
-    alignas(1024) bf16 p[kP0InRope ? 1 : 2][kHeads * kBlockKeys];  // [64 heads, 64 keys] Tiles<1>: P_1 (and P_0)
-    float2 row_max[32];        // the published max of rows (r, r + 8) of each consumer thread quad
-    float2 row_sum[2][32];     // per consumer, for the final sum
-    int32_t valid[2][kBlockKeys];  // per buffer: key gathered (1) or masked (0)
-    Barrier q_ready;
-    Barrier ready[2][2], empty[2][2];  // [buffer][region L, R]
-    Barrier valid_ready[2];            // [buffer]
-  };
-  static constexpr int kSmemBytes = sizeof(Smem);
-};
-
-// Named barrier ids (0 is __syncthreads); each joins both consumers (256 threads).
-// m0 is handed over one way (WG0 arrives, WG1 waits); m1 and the P tiles with full syncs of both
-// consumers, which also order each read of a max before that max is overwritten next step.
-enum PrefillBarrier : int { kMax0Ready = 1, kMax1Ready = 2, kPReady = 3, kSumReady = 4, kOut0Staged = 5, kOut1Staged = 6 };
-
-// One consumer warpgroup (kWg = 0 or 1) from Q's arrival to the store of its output half.
+// Normalizes with the null sink, writes lse / max_logits, stores the bf16 rows of query q_idx.
 template <int kDqk, int kWg>
-__device__ __forceinline__ void consume(const SparseMlaPrefillParams& p, typename SparsePrefillConfig<kDqk>::Smem& sm,
-                                        int64_t q_idx, int head0, int n_steps) {
-  using C = SparsePrefillConfig<kDqk>;
-  cutlass::arch::warpgroup_reg_alloc<C::kConsumerRegs>();
-  using MmaQK = typename C::MmaQK;
-  using MmaPVReg = typename C::MmaPVReg;
-  using MmaPVSmem = typename C::MmaPVSmem;
-  constexpr bool wg1 = kWg == 1;
-  constexpr int wg = kWg;
-  const int t = threadIdx.x % 128;
-  constexpr int kTiles = C::kTiles, kLeft = C::kLeftTiles;
-  const float scale_log2 = p.sm_scale * sink::kLog2e;
+struct PrefillEpilogue {
+  const SparseMlaPrefillParams& p;
+  typename SparseMlaSm90Config<kDqk>::Smem& sm;
+  int64_t q_idx;
+  int head0;
 
-  Tensor acc_s = partition_fragment_C(MmaQK{}, Shape<_64, _64>{});            // S, then P (fp32)
-  Tensor p_reg = make_tensor<bf16>(partition_shape_A(MmaPVReg{}, Shape<_64, _64>{}));  // P (bf16)
-  Tensor acc_o = partition_fragment_C(MmaPVReg{}, Shape<_64, _256>{});        // this WG's O half
-  clear(acc_o);
-  float row_max[2] = {-INFINITY, -INFINITY};  // rows acc_row(0 / 1), log2 units
-  float row_sum[2] = {0.f, 0.f};              // this thread's columns of P only
-
-  auto sP_of = [&](int c) {  // P_c's shared tile
-    bf16* ptr = (C::kP0InRope && c == 0) ? sm.kv[0] + 64 * 512 : sm.p[C::kP0InRope ? 0 : c];
-    return make_tensor(make_smem_ptr(ptr), typename C::template Tiles<1>{});
-  };
-  // V of buffer `buf`, this consumer's 256 channels.
-  auto sV_of = [&](int buf) {
-    return make_tensor(make_smem_ptr(sm.kv[buf] + (wg1 ? 64 * 256 : 0)), typename C::template ValueView<4>{});
-  };
-  auto qk_tiles = [&](int tile_begin, int tile_end, bool clear_first) {
-    const int buf = wg;
-    CUTLASS_PRAGMA_UNROLL
-    for (int tile = tile_begin; tile < tile_end; ++tile) {
-      auto sQt = make_tensor(make_smem_ptr(sm.q + tile * 4096), typename C::template Tiles<1>{});
-      auto sKt = make_tensor(make_smem_ptr(sm.kv[buf] + tile * 4096), typename C::template Tiles<1>{});
-      wgmma_ss(MmaQK{}, sQt, sKt, acc_s, clear_first && tile == tile_begin, t);
-    }
-  };
-  // S_c = Q K_c^T: WG0 reads region L first, WG1 region R first (the producer's order).
-  auto issue_qk = [&](int phase) {
-    constexpr int first = wg1 ? 1 : 0;
-    sm.ready[wg][first].wait(phase);
-    if constexpr (first == 0) qk_tiles(0, kLeft, true); else qk_tiles(kLeft, kTiles, true);
-    sm.ready[wg][first ^ 1].wait(phase);
-    if constexpr (first == 0) qk_tiles(kLeft, kTiles, false); else qk_tiles(0, kLeft, false);
-    warpgroup_commit_batch();
-  };
-  // Masked keys -> -inf, the rest scaled to log2 units; returns nothing, updates acc_s in place.
-  auto mask_and_scale = [&](int phase) {
-    sm.valid_ready[wg].wait(phase);
-    CUTLASS_PRAGMA_UNROLL
-    for (int i = 0; i < size(acc_s); ++i)
-      acc_s(i) = sm.valid[wg][acc_col(i, t)] ? acc_s(i) * scale_log2 : -INFINITY;
-  };
-  // P = 2^(S - m_new) for m_new = max(m_base, row max of S); O and l rescaled from row_max.
-  auto softmax = [&](const float m_base[2], float m_new[2]) {
+  template <class Acc>
+  __device__ __forceinline__ void operator()(const Acc& acc_o, const float row_max[2], const float total[2]) const {
+    const int t = threadIdx.x % 128;
+    sink::RowFinish f[2];
+    finish_rows(row_max, total, p.attn_sink, head0, p.h_q, f);
+    const float out_scale[2] = {f[0].out_scale, f[1].out_scale};
     CUTLASS_PRAGMA_UNROLL
     for (int h = 0; h < 2; ++h) {
-      float mx = m_base[h];
-      CUTLASS_PRAGMA_UNROLL
-      for (int i = 2 * h; i < size(acc_s); i += 4) mx = fmaxf(mx, fmaxf(acc_s(i), acc_s(i + 1)));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      m_new[h] = mx;
-      // A row with no valid key yet keeps m = -inf; subtracting 0 keeps its terms exactly 0.
-      const float m_use = mx == -INFINITY ? 0.f : mx;
-      const float rescale = exp2f(row_max[h] - m_use);
-      CUTLASS_PRAGMA_UNROLL
-      for (int i = 2 * h; i < size(acc_o); i += 4) {
-        acc_o(i) *= rescale;
-        acc_o(i + 1) *= rescale;
-      }
-      float sum = 0.f;
-      CUTLASS_PRAGMA_UNROLL
-      for (int i = 2 * h; i < size(acc_s); i += 4) {
-        acc_s(i) = exp2f(acc_s(i) - m_use);
-        acc_s(i + 1) = exp2f(acc_s(i + 1) - m_use);
-        p_reg(i) = bf16(acc_s(i));
-        p_reg(i + 1) = bf16(acc_s(i + 1));
-        sum += acc_s(i) + acc_s(i + 1);
-      }
-      row_sum[h] = row_sum[h] * rescale + sum;
-      row_max[h] = mx;
-    }
-  };
-  auto publish_max = [&](const float m[2]) {
-    __syncwarp();  // the quad's other threads have read the previous value
-    if (t % 4 == 0) sm.row_max[t / 4] = make_float2(m[0], m[1]);
-  };
-
-  sm.q_ready.wait(0);
-  if (n_steps > 0) {
-    issue_qk(0);
-    warpgroup_wait<0>();
-  }
-  for (int step = 0; step < n_steps; ++step) {
-    const int phase = step & 1;
-    const bool more = step + 1 < n_steps;
-    mask_and_scale(phase);
-    if constexpr (!wg1) {
-      float m0[2];
-      softmax(row_max, m0);
-      publish_max(m0);
-      bar_arrive(kMax0Ready, 256);
-      wgmma_rs(MmaPVReg{}, p_reg, sV_of(0), acc_o, t);  // O_0 += P_0 V_0[L]
-      warpgroup_commit_batch();
-      warpgroup_wait<0>();
-      sm.empty[0][0].arrive();
-      bar_sync(kMax1Ready, 256);
-      const float2 m1 = sm.row_max[t / 4];
-      const float m1v[2] = {m1.x, m1.y};
-      float factor[2];
-      CUTLASS_PRAGMA_UNROLL
-      for (int h = 0; h < 2; ++h) {
-        factor[h] = exp2f(m0[h] - (m1v[h] == -INFINITY ? 0.f : m1v[h]));
-        row_max[h] = m1v[h];
-        row_sum[h] *= factor[h];
-      }
-      CUTLASS_PRAGMA_UNROLL
-      for (int i = 0; i < size(acc_s); ++i) p_reg(i) = bf16(acc_s(i) * factor[(i / 2) % 2]);
-      auto sP0 = sP_of(0);
-      store_tile_stmatrix<MmaQK>(p_reg, sP0, t);
-      cutlass::arch::fence_view_async_shared();  // generic-proxy stores -> the peer's wgmma reads
-      CUTLASS_PRAGMA_UNROLL
-      for (int i = 0; i < size(acc_o); ++i) acc_o(i) *= factor[(i / 2) % 2];
-      bar_sync(kPReady, 256);
-      wgmma_ss(MmaPVSmem{}, sP_of(1), sV_of(1), acc_o, false, t);  // O_0 += P_1 V_1[L]
-      warpgroup_commit_batch();
-      if (more) {
-        // The next S_0 while P_1 V_1[L] runs; 0L/0R were refilled once WG0 and WG1 freed them.
-        sm.ready[0][0].wait(phase ^ 1);
-        qk_tiles(0, kLeft, true);
-        warpgroup_commit_batch();
-        warpgroup_wait<1>();
-        sm.empty[1][0].arrive();
-        sm.ready[0][1].wait(phase ^ 1);
-        qk_tiles(kLeft, kTiles, false);
-        warpgroup_commit_batch();
-        warpgroup_wait<0>();
-      } else {
-        warpgroup_wait<0>();
-        sm.empty[1][0].arrive();
-      }
-    } else {
-      bar_sync(kMax0Ready, 256);
-      const float2 m0 = sm.row_max[t / 4];
-      const float m0v[2] = {fmaxf(m0.x, row_max[0]), fmaxf(m0.y, row_max[1])};
-      float m1[2];
-      softmax(m0v, m1);
-      publish_max(m1);
-      wgmma_rs(MmaPVReg{}, p_reg, sV_of(1), acc_o, t);  // O_1 += P_1 V_1[R]
-      warpgroup_commit_batch();
-      auto sP1 = sP_of(1);
-      store_tile_stmatrix<MmaQK>(p_reg, sP1, t);
-      cutlass::arch::fence_view_async_shared();
-      bar_sync(kMax1Ready, 256);  // (a full sync: WG0 reads m1 after it, and WG1 has nothing else to do)
-      bar_sync(kPReady, 256);
-      wgmma_ss(MmaPVSmem{}, sP_of(0), sV_of(0), acc_o, false, t);  // O_1 += P_0 V_0[R]
-      warpgroup_commit_batch();
-      warpgroup_wait<1>();
-      sm.empty[1][1].arrive();
-      warpgroup_wait<0>();
-      sm.empty[0][1].arrive();  // also frees P_0 when it sits in buffer 0's RoPE tile
-      if (more) {
-        issue_qk(phase ^ 1);
-        warpgroup_wait<0>();
+      const int head = head0 + acc_row(h, t);
+      if (kWg == 1 && t % 4 == 0 && head < p.h_q) {
+        const int64_t sh = q_idx * p.h_q + head;
+        p.lse[sh] = f[h].lse;
+        p.max_logits[sh] = f[h].max_logit;
       }
     }
+    bf16* out = static_cast<bf16*>(p.out) + q_idx * p.out_row_stride + int64_t(head0) * p.out_head_stride + kWg * 256;
+    store_output_half<kDqk, kWg>(sm, acc_o, out_scale, out, p.out_head_stride, p.h_q - head0);
   }
-
-  // ---- the row sums of both consumers, the null sink, the store ----
-  CUTLASS_PRAGMA_UNROLL
-  for (int h = 0; h < 2; ++h) {
-    row_sum[h] += __shfl_xor_sync(0xffffffffu, row_sum[h], 1);
-    row_sum[h] += __shfl_xor_sync(0xffffffffu, row_sum[h], 2);
-  }
-  if (t % 4 == 0) sm.row_sum[wg][t / 4] = make_float2(row_sum[0], row_sum[1]);
-  bar_sync(kSumReady, 256);
-  const float2 s0 = sm.row_sum[0][t / 4], s1 = sm.row_sum[1][t / 4];  // same order in both WGs
-  const float total[2] = {s0.x + s1.x, s0.y + s1.y};
-
-  // Normalize, stage the bf16 tile in the Q buffer (every QK is done: kSumReady came after each
-  // consumer's last one), then store whole 512-byte rows. Stage: [64 rows][256 channels], the
-  // 16-byte chunks of a row XOR-swizzled by row % 8 so that neither side has bank conflicts.
-  bf16* stage = sm.q + wg * (64 * 256);
-  auto staged = [&](int row, int chunk) { return stage + row * 256 + ((chunk ^ (row & 7)) * 8); };
-  float out_scale[2];
-  CUTLASS_PRAGMA_UNROLL
-  for (int h = 0; h < 2; ++h) {
-    const int head = head0 + acc_row(h, t);
-    const float m = total[h] == 0.f ? -INFINITY : row_max[h];  // no valid key: the empty row
-    const sink::RowFinish f =
-        sink::NullSink::finish(m, total[h], sink::load_log2(p.attn_sink, min(head, p.h_q - 1)));
-    out_scale[h] = f.out_scale;
-    if (wg1 && t % 4 == 0 && head < p.h_q) {
-      const int64_t sh = q_idx * p.h_q + head;
-      p.lse[sh] = f.lse;
-      p.max_logits[sh] = f.max_logit;
-    }
-  }
-  CUTLASS_PRAGMA_UNROLL
-  for (int i = 0; i < size(acc_o); i += 2) {
-    const int h = (i / 2) % 2, row = acc_row(h, t), col = acc_col(i, t);
-    *reinterpret_cast<__nv_bfloat162*>(staged(row, col / 8) + col % 8) =
-        __floats2bfloat162_rn(acc_o(i) * out_scale[h], acc_o(i + 1) * out_scale[h]);
-  }
-  bar_sync(kOut0Staged + wg, 128);
-  bf16* out = static_cast<bf16*>(p.out) + q_idx * p.out_row_stride + wg * 256;
-  CUTLASS_PRAGMA_UNROLL
-  for (int pass = 0; pass < 16; ++pass) {  // a warp stores one row's 512 bytes per pass
-    const int row = pass * 4 + t / 32, chunk = t % 32;
-    if (head0 + row < p.h_q)
-      *reinterpret_cast<uint4*>(out + (int64_t)(head0 + row) * p.out_head_stride + chunk * 8) =
-          *reinterpret_cast<const uint4*>(staged(row, chunk));
-  }
-}
+};
 
 template <int kDqk>
 __global__ void __launch_bounds__(384, 1) sparse_mla_prefill_sm90_kernel(const __grid_constant__ SparseMlaPrefillParams p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using C = SparsePrefillConfig<kDqk>;
+  using C = SparseMlaSm90Config<kDqk>;
   constexpr int kTiles = C::kTiles, kLeft = C::kLeftTiles;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   auto& sm = *reinterpret_cast<typename C::Smem*>(smem_raw);
@@ -396,8 +139,8 @@ __global__ void __launch_bounds__(384, 1) sparse_mla_prefill_sm90_kernel(const _
     return;
   }
 
-  if (wg == 0) consume<kDqk, 0>(p, sm, q_idx, head0, n_steps);
-  else consume<kDqk, 1>(p, sm, q_idx, head0, n_steps);
+  if (wg == 0) consume<kDqk, 0, C::kConsumerRegs>(p.sm_scale, sm, n_steps, PrefillEpilogue<kDqk, 0>{p, sm, q_idx, head0});
+  else consume<kDqk, 1, C::kConsumerRegs>(p.sm_scale, sm, n_steps, PrefillEpilogue<kDqk, 1>{p, sm, q_idx, head0});
 #endif
 }
 

@@ -96,5 +96,19 @@ __device__ __forceinline__ void cp_async_arrive(Barrier& bar) {
   cutlass::arch::cpasync_barrier_arrive_noinc(reinterpret_cast<const uint64_t*>(&bar));
 }
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+// 4 or 8 bytes global -> shared through L1 (.ca: the only cp.async of that size), zero-filled when !valid.
+template <int kBytes>
+__device__ __forceinline__ void cp_async_ca_zfill(void* smem, const void* gmem, bool valid) {
+  static_assert(kBytes == 4 || kBytes == 8, "cp.async.ca sizes");
+  const uint32_t dst = cast_smem_ptr_to_uint(smem);
+  asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(dst), "l"(gmem), "n"(kBytes),
+               "r"(valid ? kBytes : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+// Waits until at most kPending of this thread's committed cp.async groups are still in flight.
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait_group() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+}
 
 }  // namespace sinkops::cuda::sm90

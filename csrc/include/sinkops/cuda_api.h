@@ -30,6 +30,8 @@ void sparse_mla_prefill_fwd(const SparseMlaPrefillParams& params, void* stream);
 // "sm90" (the Hopper warpgroup-MMA kernel) or "sm80" (the mma.sync kernels): which kernels calls
 // with these STATIC fields run on the current device; `auto` prefers the former to Triton.
 std::string sparse_mla_prefill_path(const SparseMlaPrefillParams& params);
+// The same for sparse_mla_decode (its split plan follows the family: sparse_mla_decode_plan).
+std::string sparse_mla_decode_path(const SparseMlaDecodeParams& params);
 
 // csrc/cuda/sparse_mla_decode*.cu
 // The split-k plan for these shapes on the current device, the one place it is decided: sets
