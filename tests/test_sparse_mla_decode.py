@@ -230,6 +230,17 @@ def test_single_key_rows_are_the_exact_dequantized_values(target, layout):
     assert torch.isfinite(lse).all()
 
 
+@pytest.mark.parametrize("target", params(op="mla"))
+def test_misaligned_out_is_a_value_error(target):
+    case = _make_case(target, 2, 1, 16, "v4", 40, 300)
+    store = torch.empty(2 * 16 * 512 + 8, dtype=torch.bfloat16, device=target.device)
+    out = store[1:1 + 2 * 16 * 512].view(2, 1, 16, 512)  # contiguous, 2 bytes past a 16-byte boundary
+    lse = torch.empty(2, 16, 1, dtype=torch.float32, device=target.device)
+    with pytest.raises(ValueError, match="out: must be 16-byte aligned"):
+        torch.ops.sinkops.sparse_mla_decode_out(case["q"], case["kv_cache"], case["indices"], 0.05, None, None, "v4",
+                                                None, None, None, target.backend, out=out, lse=lse)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("shape", [(1, 1, 64, 640, False), (16, 1, 64, 640, True), (3, 2, 8, 64, True),

@@ -108,6 +108,9 @@ def _args(p: _Plan, q, kv_cache, indices, attn_sink, topk_length, extra_kv_cache
                     ("extra_topk_length", extra_topk_length), ("out", out), ("lse", lse)):
         if t is not None and t.shape[0] != b:
             raise ValueError(f"{name}: expected {b} rows in dim 0 (the batch of q), got shape {tuple(t.shape)}")
+    if out is not None and out.data_ptr() % 16:  # the Hopper kernel stores 16-byte chunks; one rule for all
+        raise ValueError("out: must be 16-byte aligned for sparse_mla_decode (got a view at byte offset "
+                         f"{out.data_ptr() % 16} mod 16)")
     if p.copy_inputs:  # kernels want unit stride in the last dim (and dense index tensors)
         q = q if q.stride(-1) == 1 else q.contiguous()
         indices, extra_indices, topk_length, extra_topk_length, attn_sink = (
