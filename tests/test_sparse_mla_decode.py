@@ -248,7 +248,7 @@ def test_misaligned_out_is_a_value_error(target):
                          ids=lambda s: "b{}_sq{}_h{}_k{}_x{}".format(*s))
 def test_cuda_sm80_path_on_hopper(monkeypatch, layout, shape):
     """SINKOPS_CUDA_SM80=1 keeps the mma.sync kernel on Hopper (what A100-class GPUs run; its split
-    plan counts 32-key tiles, the sm_90a kernel's 128-key steps). Both match the oracle and each other."""
+    plan counts 32-key tiles, the sm_90a kernel's 64-key blocks). Both match the oracle and each other."""
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA device")
     from sinkops.ops import decode as decode_op

@@ -75,21 +75,21 @@ void check_call(const SparseMlaDecodeParams& p) {
 }
 
 // The one place the kernel family is chosen: on Hopper the wgmma kernel (any head count: both
-// families pad to 64-head tiles), else the mma.sync one; but a call of a single (row, 64-head
-// block) keeps the mma.sync kernel, whose 32-key splits spread it over 4x more SMs (batch 1 at 64
-// heads: 13.8 vs 17.4 us, bench/NOTES.md "Sparse MLA decode, sm90"). Shapes and the device only,
-// so the plan (which follows the family's key granularity) is the same for every call of a batch.
+// families pad to 64-head tiles), else the mma.sync one. (Until decode v4 a single (row, 64-head
+// block) call kept the mma.sync kernel; since v4's 64-key split unit the sm_90a kernel is faster
+// there too: batch 1 at 64 heads 12.8 vs 13.9 us, bench/NOTES.md "Sparse MLA decode, sm90".)
+// Shapes and the device only, so the plan (which follows the family's key granularity) is the same
+// for every call of a batch.
 bool takes_sm90(const SparseMlaDecodeParams& p, const DeviceInfo& info) {
 #ifdef SINKOPS_SM90
-  const int64_t cta_rows = int64_t(p.b) * p.s_q * ((p.h_q + 63) / 64);
-  return use_sm90(info) && cta_rows != 1 && sm90::sparse_mla_decode_smem_bytes(p.d_qk) <= info.smem_optin;
+  return use_sm90(info) && sm90::sparse_mla_decode_smem_bytes(p.d_qk) <= info.smem_optin;
 #else
   (void)p, (void)info;
   return false;
 #endif
 }
 
-// Keys per plan tile: the sm90 kernel's 128-key steps, the sm80 kernel's 32-key tiles.
+// Keys per plan tile: the sm90 kernel's 64-key blocks, the sm80 kernel's 32-key tiles.
 int plan_tile_keys(const SparseMlaDecodeParams& p, const DeviceInfo& info) {
 #ifdef SINKOPS_SM90
   if (takes_sm90(p, info)) return sm90::sparse_mla_decode_step_keys();

@@ -7,10 +7,10 @@
 namespace sinkops::cuda::sm90 {
 
 int sparse_mla_decode_smem_bytes(int d_qk) {
-  return d_qk == 576 ? SparseMlaSm90Config<576>::kSmemBytes : SparseMlaSm90Config<512>::kSmemBytes;
+  return d_qk == 576 ? DecodeSm90Config<576>::kSmemBytes : DecodeSm90Config<512>::kSmemBytes;
 }
 
-int sparse_mla_decode_step_keys() { return kDecodeStepKeys; }
+int sparse_mla_decode_step_keys() { return kDecodeBlockKeys; }
 
 void sparse_mla_decode(const SparseMlaDecodeParams& p, void* stream) {
   auto s = static_cast<cudaStream_t>(stream);

@@ -1,19 +1,25 @@
 // Sparse MLA decode over the paged FP8 KV caches on Hopper (sm_90a), DESIGN.md §2.3.
 //
-// The CTA layout and the two consumer warpgroups are sparse_mla_sm90_consumer.cuh's (one query
-// row x 64 heads, steps of two 64-key blocks, wgmma QK and PV); this file has the FP8 producer and
-// the decode epilogue. One CTA = one (batch, s_q) row x 64 heads x a split: a contiguous range of
-// 128-key steps of the row's key list (the main pool's top-k, then the extra pool's, one softmax).
-//
-// Producer (WG2, 128 threads): per step it fills the 4 regions in the consumers' order (0L, 1R,
-// 0R, 1L). Thread t owns 16-byte quarter t % 4 of each 64-byte e4m3 tile row (16 channels = bf16
-// output chunks 2q and 2q+1 of the tile) of key rows t / 4 + 32 j (j < 2). The raw e4m3 bytes are
-// gathered with cp.async into output chunk 2q itself and the region's scales into chunk 2q+1 of
-// its first tile, so each thread later converts in place what it copied (no staging memory: Q,
-// two bf16 key blocks and P fill shared memory); the bf16 RoPE chunks are copied to their places.
-// A region is issued before the previous one is converted (see run() for the order). The
-// conversions: fp8_dequant.cuh. Invalid keys copy nothing: zero bytes and zero scales dequantize
-// to zero rows (masked anyway).
+// One CTA = one (batch, s_q) row x 64 heads (the M of every wgmma; heads past h_q are zero rows
+// never stored) x a split: a contiguous range of 64-key blocks of the row's key list (the main
+// pool's top-k, then the extra pool's, one softmax). 3 warpgroups, two 64-key buffers:
+//   WG2, producer: per block, gathers the raw e4m3 bytes, scales and bf16 RoPE of 64 keys into
+//        registers *before* the block's buffer is free, then (once it is) converts them into the
+//        buffer, fences and arrives on ready[buf]. Thread t owns 16-byte quarter t % 4 of each
+//        64-byte e4m3 tile row (16 channels = bf16 chunks 2q and 2q+1 of the tile) of key rows
+//        t / 4 + 32 j (j < 2). The next block's loads are issued right after the fence, so they
+//        are in flight while the producer waits for the buffer (and none is outstanding at the
+//        fence, whose MEMBAR would wait for it: bench/NOTES.md, decode v1).
+//   WG0, softmax + left half: S = Q K^T of the block (64 x 64 fp32 in registers), mask, online
+//        softmax, P to shared memory (stmatrix) with each row's rescale factor, O[:, 0:256] += P V
+//        (RS wgmma, P from registers); then it issues the next block's QK at once, so the tensor
+//        cores run it while WG1 does its half.
+//   WG1, right half: rescales O[:, 256:512] by WG0's factors and adds P V (SS wgmma, P from shared).
+// Both consumers free a buffer when their PV of it is done (empty[buf], 256 arrivals), so the
+// producer always has one buffer to fill while the consumers read the other: the structure of
+// FlashMLA's Hopper decode. (The prefill's "each consumer owns one block of a step" layout,
+// sparse_mla_sm90_consumer.cuh, kept both buffers busy for a whole step here: the conversion
+// could not run ahead; bench/NOTES.md, decode v2.1.)
 //
 // Epilogue: with one split the null sink is folded here (sink_policy.cuh) and lse written; with
 // several the unnormalized partials go to the workspace (sparse_mla_decode_plan.cuh) and the
@@ -27,14 +33,58 @@
 
 namespace sinkops::cuda::sm90 {
 
-constexpr int kDecodeStepKeys = 128;    // one step = two 64-key blocks; the plan's tile
-// setmaxnreg split of the 64K registers: the consumers need ~200 (their code is the prefill's).
-#ifndef SINKOPS_DECODE_PRODUCER_REGS
-#define SINKOPS_DECODE_PRODUCER_REGS 104
+constexpr int kDecodeBlockKeys = 64;  // keys per block and per plan tile
+// setmaxnreg split of the registers the launch gives the CTA (384 threads x 168, __launch_bounds__
+// (384, 1)): WG0 holds S, P and half of O; WG1 half of O; the producer two key rows of raw bytes
+// (76-88 registers). The three must sum to at most 3 x 168 = 504, or WG0's setmaxnreg.inc waits
+// forever for registers nobody frees.
+#ifndef SINKOPS_DECODE_REGS
+#define SINKOPS_DECODE_REGS 216, 160, 128
 #endif
-constexpr int kDecodeProducerRegs = SINKOPS_DECODE_PRODUCER_REGS;
-constexpr int kDecodeConsumerRegs = (65536 / 128 - kDecodeProducerRegs) / 2 / 8 * 8;
-static_assert(2 * 128 * kDecodeConsumerRegs + 128 * kDecodeProducerRegs <= 65536 && kDecodeConsumerRegs >= 200, "registers");
+constexpr int kDecodeRegs[3] = {SINKOPS_DECODE_REGS};
+constexpr int kDecodeWg0Regs = kDecodeRegs[0], kDecodeWg1Regs = kDecodeRegs[1], kDecodeProducerRegs = kDecodeRegs[2];
+static_assert(kDecodeWg0Regs + kDecodeWg1Regs + kDecodeProducerRegs <= 3 * 168, "registers");
+
+template <int kDqk>
+struct DecodeSm90Config {
+  using Base = SparseMlaSm90Config<kDqk>;  // tile layouts and MMA atoms (the prefill's)
+  static constexpr int kTiles = kDqk / 64;
+  struct Smem {
+    alignas(1024) bf16 q[64 * kDqk];      // [64 heads, d_qk]  Base::Tiles<kTiles>
+    alignas(1024) bf16 kv[2][64 * kDqk];  // [2][64 keys, d_qk] Base::Tiles<kTiles>
+    alignas(1024) bf16 p[64 * 64];        // [64 heads, 64 keys] Base::Tiles<1>: P of the block
+    float row_scale[64];                  // per head row: WG0's rescale of O for this block
+    float out_scale[64];                  // per head row: the epilogue's 1 / (sum + sink)
+    int32_t valid[2][64];                 // per buffer: key gathered (1) or masked (0)
+    Barrier q_ready, ready[2], empty[2];
+  };
+  static constexpr int kSmemBytes = sizeof(Smem);
+};
+
+// Named barriers (0 is __syncthreads; 5 and 6 are store_output_half's); each joins WG0 and WG1.
+enum DecodeBarrier : int { kDecodePReady = 1, kDecodePFree = 2, kDecodeScalesReady = 3 };
+static_assert(int(kDecodeScalesReady) < int(kOut0Staged), "barrier ids");
+
+// ---- register loads of the cache (read-only path, L1-allocating: a thread's tiles of one key
+// share 128-byte lines; 256-byte L2 prefetch: a key row is 576-656 contiguous bytes) ------------
+__device__ __forceinline__ uint4 ld_cache_16(const void* ptr, bool ok) {
+  uint4 v = make_uint4(0, 0, 0, 0);
+  asm volatile(
+      "{\n .reg .pred p;\n setp.ne.b32 p, %4, 0;\n"
+      " @p ld.global.nc.L1::evict_last.L2::256B.v4.u32 {%0, %1, %2, %3}, [%5];\n}\n"
+      : "+r"(v.x), "+r"(v.y), "+r"(v.z), "+r"(v.w)
+      : "r"(int(ok)), "l"(ptr));
+  return v;
+}
+__device__ __forceinline__ uint2 ld_cache_8(const void* ptr, bool ok) {
+  uint2 v = make_uint2(0, 0);
+  asm volatile(
+      "{\n .reg .pred p;\n setp.ne.b32 p, %2, 0;\n"
+      " @p ld.global.nc.L1::evict_last.v2.u32 {%0, %1}, [%3];\n}\n"
+      : "+r"(v.x), "+r"(v.y)
+      : "r"(int(ok)), "l"(ptr));
+  return v;
+}
 
 // Where a key row's bytes are; token == nullptr for an invalid key.
 struct TokenRef {
@@ -65,25 +115,27 @@ template <KvCacheLayout L>
 struct DecodeProducer {
   using T = KvLayout<L>;
   static constexpr int kDqk = T::kDqk;
-  using C = SparseMlaSm90Config<kDqk>;
-  static constexpr int kTiles = C::kTiles, kLeft = C::kLeftTiles;
+  using C = DecodeSm90Config<kDqk>;
+  static constexpr int kTiles = C::kTiles;
   static constexpr int kFp8Tiles = T::kNope / 64;  // 7 (v4), 8 (v32); the RoPE tile follows
   static_assert(T::kRope == 64 && T::kNope % 64 == 0 && kFp8Tiles + 1 == kTiles, "fp8 tiles, then one bf16 RoPE tile");
   static_assert(L == KvCacheLayout::kV4 ? T::kScaleGroup == 64 : T::kScaleGroup == 128, "one scale per 1 or 2 tiles");
   static constexpr bool kV4 = L == KvCacheLayout::kV4;
-  static constexpr int kScaleCopy = kV4 ? 4 : 8;  // scale bytes of one region's tiles (e8m0 x 4 / fp32 x 2)
-  // Regions in the consumers' order: buffer 0 L, buffer 1 R, buffer 0 R, buffer 1 L.
-  static constexpr int region_buf(int r) { return r & 1; }
-  static constexpr bool region_right(int r) { return r == 1 || r == 2; }
-  static constexpr int tile0(bool right) { return right ? kLeft : 0; }
-  static constexpr int fp8_tiles(bool right) { return right ? kFp8Tiles - kLeft : kLeft; }
+
+  // One key row's share of this thread, in registers between its load and its conversion.
+  struct Staged {
+    uint4 fp8[kFp8Tiles];  // 16 e4m3 bytes of each fp8 tile
+    uint4 rope[2];         // 16 bf16 RoPE channels
+    uint4 scales;          // v4: 8 e8m0 bytes in (x, y); v32: 4 fp32
+    bool ok;               // a valid key (else everything above is zero)
+  };
 
   const SparseMlaDecodeParams& p;
   typename C::Smem& sm;
   int bi, si, key_begin, key_end;
   int quarter, row0;  // this thread: 16-byte quarter `quarter` of each tile's 64 e4m3 bytes, rows row0 + 32 j
-  bf16* chunk0;       // buffer 0, row row0, tile 0: output chunk 2 quarter (swizzled); the raw bytes land here
-  bf16* chunk1;       // ... output chunk 2 quarter + 1; the region's scales land in tile0's
+  bf16* chunk0;       // buffer 0, row row0, tile 0: output chunk 2 quarter (swizzled)
+  bf16* chunk1;       // ... output chunk 2 quarter + 1
 
   // The slot index of the key at position `pos` of the row's list, -1 when there is none.
   __device__ __forceinline__ int index_at(int pos) const {
@@ -94,101 +146,67 @@ struct DecodeProducer {
     const int len = pool.topk_length != nullptr ? pool.topk_length[bi] : pool.topk;
     return i < len ? pool.indices[bi * pool.indices_batch_stride + si * pool.indices_row_stride + i] : -1;
   }
-  __device__ __forceinline__ TokenRef token_at(int pos, int idx) const {
-    return locate_token<L>(pos < p.pool.topk ? p.pool : p.extra, idx);
-  }
-  __device__ __forceinline__ int pos_of(int step, int buf, int j) const {
-    return key_begin + (2 * step + buf) * 64 + row0 + 32 * j;
-  }
-  __device__ __forceinline__ void load_indices(int (&idx)[2][2], int step) const {
+  __device__ __forceinline__ int pos_of(int blk, int j) const { return key_begin + blk * 64 + row0 + 32 * j; }
+  __device__ __forceinline__ void load_indices(int (&idx)[2], int blk) const {
 #pragma unroll
-    for (int b = 0; b < 2; ++b)
-#pragma unroll
-      for (int j = 0; j < 2; ++j) idx[b][j] = index_at(pos_of(step, b, j));
+    for (int j = 0; j < 2; ++j) idx[j] = index_at(pos_of(blk, j));
   }
 
-  // Issues the copies of region r of `step` once its consumer freed it: per row, this thread's 16
-  // e4m3 bytes of every fp8 tile into output chunk 2 quarter of that tile, the region's scales into
-  // output chunk 2 quarter + 1 of its first tile (both free until this thread converts them), and
-  // in region R the thread's two 16-byte chunks of bf16 RoPE straight to their places. Invalid
-  // keys zero-fill (nothing is read). One commit group per region.
-  template <int r>
-  __device__ __forceinline__ void issue(int step, const int (&idx)[2][2]) const {
-    constexpr int buf = region_buf(r);
-    constexpr bool right = region_right(r);
-    sm.empty[buf][right ? 1 : 0].wait((step & 1) ^ 1);  // the first wait on each empty barrier passes
+  // Issues the register loads of block `blk` (indices idx): nothing is read for an invalid key.
+  __device__ __forceinline__ void load(Staged (&s)[2], int blk, const int (&idx)[2]) const {
 #pragma unroll
     for (int j = 0; j < 2; ++j) {
-      const TokenRef ref = token_at(pos_of(step, buf, j), idx[buf][j]);
+      const int pos = pos_of(blk, j);
+      const TokenRef ref = locate_token<L>(pos < p.pool.topk ? p.pool : p.extra, idx[j]);
       const bool ok = ref.token != nullptr;
-      const uint8_t* token = ok ? ref.token : p.pool.cache;
-      const int64_t off = buf * (64 * kDqk) + j * 2048;
+      s[j].ok = ok;
 #pragma unroll
-      for (int c = 0; c < fp8_tiles(right); ++c) {
-        const int tile = tile0(right) + c;
-        cp_async_16_zfill_l2(chunk0 + off + tile * 4096, token + tile * 64 + quarter * 16, ok);
-      }
-      const uint8_t* scales = ok ? ref.scales + (right ? kScaleCopy : 0) : p.pool.cache;
-      cp_async_ca_zfill<kScaleCopy>(chunk1 + off + tile0(right) * 4096, scales, ok);
-      if constexpr (right) {
-        const uint8_t* rope = token + T::kRopeOffset + quarter * 32;
-        cp_async_16_zfill_l2(chunk0 + off + kFp8Tiles * 4096, rope, ok);
-        cp_async_16_zfill_l2(chunk1 + off + kFp8Tiles * 4096, rope + 16, ok);
+      for (int c = 0; c < kFp8Tiles; ++c) s[j].fp8[c] = ld_cache_16(ref.token + c * 64 + quarter * 16, ok);
+      const uint8_t* rope = ref.token + T::kRopeOffset + quarter * 32;
+      s[j].rope[0] = ld_cache_16(rope, ok);
+      s[j].rope[1] = ld_cache_16(rope + 16, ok);
+      if constexpr (kV4) {
+        const uint2 sc = ld_cache_8(ref.scales, ok);
+        s[j].scales = make_uint4(sc.x, sc.y, 0, 0);
+      } else {
+        s[j].scales = ld_cache_16(ref.scales, ok);
       }
     }
-    cp_async_commit();
   }
 
-  // Region r's raw bytes (landed: the caller waited for its group) -> bf16 in place, then the
-  // fence for the consumers' wgmma reads and the ready arrival.
-  template <int r>
-  __device__ __forceinline__ void convert() const {
-    constexpr int buf = region_buf(r);
-    constexpr bool right = region_right(r);
+  // Converts the staged rows into buffer `buf` and publishes which keys are valid.
+  __device__ __forceinline__ void store(const Staged (&s)[2], int buf) const {
 #pragma unroll
     for (int j = 0; j < 2; ++j) {
-      const int64_t off = buf * (64 * kDqk) + j * 2048;
-      const uint2 sc = kV4 ? make_uint2(*reinterpret_cast<const uint32_t*>(chunk1 + off + tile0(right) * 4096), 0)
-                           : *reinterpret_cast<const uint2*>(chunk1 + off + tile0(right) * 4096);
+      const int off = buf * (64 * kDqk) + j * 2048;
 #pragma unroll
-      for (int c = 0; c < fp8_tiles(right); ++c) {
-        const int tile = tile0(right) + c;
-        const uint4 raw = *reinterpret_cast<const uint4*>(chunk0 + off + tile * 4096);
+      for (int c = 0; c < kFp8Tiles; ++c) {
+        const uint4 raw = s[j].fp8[c];
         uint4 lo, hi;
         if constexpr (kV4) {
-          const uint32_t scale = e8m0_to_bf16x2((sc.x >> (8 * c)) & 0xFFu);
+          const uint32_t word = c < 4 ? s[j].scales.x : s[j].scales.y;
+          const uint32_t scale = e8m0_to_bf16x2((word >> (8 * (c % 4))) & 0xFFu);
           lo = dequant_8_e4m3_pow2(make_uint2(raw.x, raw.y), scale);
           hi = dequant_8_e4m3_pow2(make_uint2(raw.z, raw.w), scale);
         } else {
-          const float scale = __uint_as_float(c < 2 ? sc.x : sc.y);
+          const uint32_t words[4] = {s[j].scales.x, s[j].scales.y, s[j].scales.z, s[j].scales.w};
+          const float scale = __uint_as_float(words[c / 2]);
           lo = dequant_8_e4m3(make_uint2(raw.x, raw.y), scale);
           hi = dequant_8_e4m3(make_uint2(raw.z, raw.w), scale);
         }
-        *reinterpret_cast<uint4*>(chunk0 + off + tile * 4096) = lo;
-        *reinterpret_cast<uint4*>(chunk1 + off + tile * 4096) = hi;
+        *reinterpret_cast<uint4*>(chunk0 + off + c * 4096) = lo;
+        *reinterpret_cast<uint4*>(chunk1 + off + c * 4096) = hi;
       }
+      *reinterpret_cast<uint4*>(chunk0 + off + kFp8Tiles * 4096) = s[j].rope[0];
+      *reinterpret_cast<uint4*>(chunk1 + off + kFp8Tiles * 4096) = s[j].rope[1];
+      if (quarter == 0) sm.valid[buf][row0 + 32 * j] = s[j].ok;
     }
-    cutlass::arch::fence_view_async_shared();  // generic-proxy stores (and the RoPE copies) -> wgmma reads
-    sm.ready[buf][right ? 1 : 0].arrive();
   }
 
-  // The consumer masked this buffer's previous block before freeing its first region.
-  __device__ __forceinline__ void publish_valid(int step, int buf, const int (&idx)[2][2]) const {
-    if (quarter != 0) return;
-#pragma unroll
-    for (int j = 0; j < 2; ++j)
-      sm.valid[buf][row0 + 32 * j] = token_at(pos_of(step, buf, j), idx[buf][j]).token != nullptr;
-    sm.valid_ready[buf].arrive();
-  }
-
-  // Order per step: issue 1R, convert 0L, issue 0R, convert 1R, issue 1L, convert 0R, convert 1L,
-  // then issue the next step's 0L. Each issue's empty wait needs at most the regions before the
-  // previous one converted (no deadlock), and the next 0L is issued only after this step's 1L is
-  // converted: issuing it earlier would hold 1L (and WG1's QK) behind WG0's first PV of the step.
-  // Its loads then land while WG1 computes that QK, its softmax and first PV (the wait for 1R).
-  // No register load is ever outstanding at the proxy fence (a MEMBAR, which would wait for it;
-  // it does not wait for cp.async).
-  __device__ void run(int head0, int n_steps) {
+  // Per block: wait for the buffer, convert what is staged, fence (generic-proxy stores -> the
+  // consumers' wgmma reads), arrive; then issue the next block's loads and the indices of the one
+  // after (the indices are two blocks ahead, so a block's loads never wait for its index loads).
+  __device__ void run(int head0, int n_blocks) {
     cutlass::arch::warpgroup_reg_dealloc<kDecodeProducerRegs>();
     // Q rows of this head block (zero rows past h_q), 16-byte chunks 2 quarter and 2 quarter + 1.
     const bf16* q_rows = static_cast<const bf16*>(p.q) + bi * p.q_batch_stride + si * p.q_row_stride;
@@ -206,128 +224,254 @@ struct DecodeProducer {
     }
     cp_async_arrive(sm.q_ready);
     cp_async_commit();
-    if (n_steps == 0) {
-      cp_async_wait_all();
-      return;
+    if (n_blocks > 0) {
+      int idx[2];
+      Staged s[2];
+      load_indices(idx, 0);
+      load(s, 0, idx);
+      if (n_blocks > 1) load_indices(idx, 1);
+      for (int blk = 0; blk < n_blocks; ++blk) {
+        const int buf = blk & 1;
+        sm.empty[buf].wait(((blk >> 1) & 1) ^ 1);  // the first wait on each buffer passes
+        store(s, buf);
+        cutlass::arch::fence_view_async_shared();
+        sm.ready[buf].arrive();
+        if (blk + 1 < n_blocks) {
+          load(s, blk + 1, idx);
+          if (blk + 2 < n_blocks) load_indices(idx, blk + 2);
+        }
+      }
     }
-
-    int idx[2][2], next[2][2];
-    load_indices(idx, 0);
-    issue<0>(0, idx);
-    for (int step = 0; step < n_steps; ++step) {
-      const bool more = step + 1 < n_steps;
-      if (more) load_indices(next, step + 1);
-      issue<1>(step, idx);
-      cp_async_wait_group<1>();
-      publish_valid(step, 0, idx);
-      convert<0>();
-      issue<2>(step, idx);
-      cp_async_wait_group<1>();
-      publish_valid(step, 1, idx);
-      convert<1>();
-      issue<3>(step, idx);
-      cp_async_wait_group<1>();
-      convert<2>();
-      cp_async_wait_group<0>();
-      convert<3>();
-      if (more) issue<0>(step + 1, next);
-#pragma unroll
-      for (int b = 0; b < 2; ++b)
-#pragma unroll
-        for (int j = 0; j < 2; ++j) idx[b][j] = next[b][j];
-    }
+    cp_async_wait_all();
   }
 };
 
-// Normalizes with the null sink and stores bf16 rows + lse (one split), or writes the unnormalized
-// partial rows and their (max, sum) to the workspace (several splits).
-template <int kDqk, int kWg>
-struct DecodeEpilogue {
-  const SparseMlaDecodeParams& p;
-  typename SparseMlaSm90Config<kDqk>::Smem& sm;
-  int row, head0, split;
+// The output of one consumer's half: normalized bf16 rows (one split) or the unnormalized fp32
+// partial rows in the workspace (several; WG0 writes the rows' (max, sum)).
+template <int kDqk, int kWg, class Acc>
+__device__ __forceinline__ void decode_store_half(const SparseMlaDecodeParams& p, typename DecodeSm90Config<kDqk>::Smem& sm,
+                                                  const Acc& acc_o, const float out_scale[2], int row, int head0,
+                                                  int split) {
+  using sparse_mla_decode::kPartialDv;
+  const int t = threadIdx.x % 128;
+  if (p.num_splits == 1) {
+    bf16* out = static_cast<bf16*>(p.out) + (int64_t(row) * p.h_q + head0) * kPartialDv + kWg * 256;
+    store_output_half<kWg>(sm.q + kWg * (64 * 256), acc_o, out_scale, out, kPartialDv, p.h_q - head0);
+    return;
+  }
+  const int64_t part0 = (int64_t(row) * p.num_splits + split) * p.h_q + head0;  // partial row of head0
+  float* ws_o = static_cast<float*>(p.workspace) + part0 * kPartialDv + kWg * 256;
+  CUTLASS_PRAGMA_UNROLL
+  for (int i = 0; i < size(acc_o); i += 2) {
+    const int r = acc_row((i / 2) % 2, t), col = acc_col(i, t);
+    if (head0 + r < p.h_q) *reinterpret_cast<float2*>(ws_o + r * kPartialDv + col) = make_float2(acc_o(i), acc_o(i + 1));
+  }
+}
 
-  template <class Acc>
-  __device__ __forceinline__ void operator()(const Acc& acc_o, const float row_max[2], const float total[2]) const {
-    using sparse_mla_decode::kPartialDv;
-    const int t = threadIdx.x % 128;
-    const int bi = row / p.s_q, si = row % p.s_q;
-    if (p.num_splits == 1) {
-      sink::RowFinish f[2];
-      finish_rows(row_max, total, p.attn_sink, head0, p.h_q, f);
-      const float out_scale[2] = {f[0].out_scale, f[1].out_scale};
-      CUTLASS_PRAGMA_UNROLL
-      for (int h = 0; h < 2; ++h) {
-        const int head = head0 + acc_row(h, t);
-        if (kWg == 1 && t % 4 == 0 && head < p.h_q) p.lse[(int64_t(bi) * p.h_q + head) * p.s_q + si] = f[h].lse;
-      }
-      bf16* out = static_cast<bf16*>(p.out) + (int64_t(row) * p.h_q + head0) * kPartialDv + kWg * 256;
-      store_output_half<kDqk, kWg>(sm, acc_o, out_scale, out, kPartialDv, p.h_q - head0);
-      return;
-    }
-    const int64_t part0 = (int64_t(row) * p.num_splits + split) * p.h_q + head0;  // partial row of head0
-    float* ws_o = static_cast<float*>(p.workspace) + part0 * kPartialDv + kWg * 256;
+// WG0: S, softmax, P, the left half of O; the row statistics and lse at the end.
+template <int kDqk>
+__device__ __forceinline__ void decode_softmax_wg(const SparseMlaDecodeParams& p, typename DecodeSm90Config<kDqk>::Smem& sm,
+                                                  int n_blocks, int row, int head0, int split) {
+  using Base = SparseMlaSm90Config<kDqk>;
+  using MmaQK = typename Base::MmaQK;
+  using MmaPVReg = typename Base::MmaPVReg;
+  constexpr int kTiles = Base::kTiles;
+  cutlass::arch::warpgroup_reg_alloc<kDecodeWg0Regs>();
+  const int t = threadIdx.x % 128;
+  const float scale_log2 = p.sm_scale * sink::kLog2e;
+
+  Tensor acc_s = partition_fragment_C(MmaQK{}, Shape<_64, _64>{});                      // S, then P (fp32)
+  Tensor p_reg = make_tensor<bf16>(partition_shape_A(MmaPVReg{}, Shape<_64, _64>{}));  // P (bf16)
+  Tensor acc_o = partition_fragment_C(MmaPVReg{}, Shape<_64, _256>{});                 // O[:, 0:256]
+  clear(acc_o);
+  float row_max[2] = {-INFINITY, -INFINITY};  // rows acc_row(0 / 1), log2 units
+  float row_sum[2] = {0.f, 0.f};              // this thread's columns of P only
+  auto sP = make_tensor(make_smem_ptr(sm.p), typename Base::template Tiles<1>{});
+
+  auto issue_qk = [&](int buf) {
     CUTLASS_PRAGMA_UNROLL
-    for (int i = 0; i < size(acc_o); i += 2) {
-      const int r = acc_row((i / 2) % 2, t), col = acc_col(i, t);
-      if (head0 + r < p.h_q) *reinterpret_cast<float2*>(ws_o + r * kPartialDv + col) = make_float2(acc_o(i), acc_o(i + 1));
+    for (int tile = 0; tile < kTiles; ++tile) {
+      auto sQt = make_tensor(make_smem_ptr(sm.q + tile * 4096), typename Base::template Tiles<1>{});
+      auto sKt = make_tensor(make_smem_ptr(sm.kv[buf] + tile * 4096), typename Base::template Tiles<1>{});
+      wgmma_ss(MmaQK{}, sQt, sKt, acc_s, tile == 0, t);
     }
-    if (kWg == 0 && t % 4 == 0) {
-      float2* ws_ml = reinterpret_cast<float2*>(static_cast<float*>(p.workspace) +
-                                                sparse_mla_decode::partial_o_elems(p, p.num_splits));
+    warpgroup_commit_batch();
+  };
+
+  sm.q_ready.wait(0);
+  if (n_blocks > 0) {
+    sm.ready[0].wait(0);
+    issue_qk(0);
+    warpgroup_wait<0>();
+  }
+  // Every wgmma is retired by the end of an iteration: with one still in flight across the loop's
+  // back edge, ptxas 13.0 serializes every wgmma of the kernel (C7514 / C7515).
+  for (int blk = 0; blk < n_blocks; ++blk) {
+    const int buf = blk & 1;
+    // Masked keys -> -inf, the rest in log2 units; then P = 2^(S - m_new), O and l rescaled.
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < size(acc_s); ++i) acc_s(i) = sm.valid[buf][acc_col(i, t)] ? acc_s(i) * scale_log2 : -INFINITY;
+    float rescale[2];
+    CUTLASS_PRAGMA_UNROLL
+    for (int h = 0; h < 2; ++h) {
+      float mx = row_max[h];
       CUTLASS_PRAGMA_UNROLL
-      for (int h = 0; h < 2; ++h) {
-        const int r = acc_row(h, t);
-        if (head0 + r < p.h_q) ws_ml[part0 + r] = make_float2(total[h] == 0.f ? -INFINITY : row_max[h], total[h]);
+      for (int i = 2 * h; i < size(acc_s); i += 4) mx = fmaxf(mx, fmaxf(acc_s(i), acc_s(i + 1)));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      // A row with no valid key yet keeps m = -inf; subtracting 0 keeps its terms exactly 0.
+      const float m_use = mx == -INFINITY ? 0.f : mx;
+      rescale[h] = exp2f(row_max[h] - m_use);
+      CUTLASS_PRAGMA_UNROLL
+      for (int i = 2 * h; i < size(acc_o); i += 4) {
+        acc_o(i) *= rescale[h];
+        acc_o(i + 1) *= rescale[h];
       }
+      float sum = 0.f;
+      CUTLASS_PRAGMA_UNROLL
+      for (int i = 2 * h; i < size(acc_s); i += 4) {
+        acc_s(i) = exp2f(acc_s(i) - m_use);
+        acc_s(i + 1) = exp2f(acc_s(i + 1) - m_use);
+        p_reg(i) = bf16(acc_s(i));
+        p_reg(i + 1) = bf16(acc_s(i + 1));
+        sum += acc_s(i) + acc_s(i + 1);
+      }
+      row_sum[h] = row_sum[h] * rescale[h] + sum;
+      row_max[h] = mx;
+    }
+    if (blk > 0) bar_sync(kDecodePFree, 256);  // WG1's PV of the previous block has read P and row_scale
+    store_tile_stmatrix<MmaQK>(p_reg, sP, t);
+    if (t % 4 == 0) {
+      sm.row_scale[acc_row(0, t)] = rescale[0];
+      sm.row_scale[acc_row(1, t)] = rescale[1];
+    }
+    cutlass::arch::fence_view_async_shared();  // generic-proxy stores -> WG1's wgmma reads
+    bar_arrive(kDecodePReady, 256);
+    auto sV = make_tensor(make_smem_ptr(sm.kv[buf]), typename Base::template ValueView<4>{});
+    wgmma_rs(MmaPVReg{}, p_reg, sV, acc_o, t);  // O[:, 0:256] += P V[0:256]
+    warpgroup_commit_batch();
+    if (blk + 1 < n_blocks) {
+      sm.ready[buf ^ 1].wait(((blk + 1) >> 1) & 1);
+      issue_qk(buf ^ 1);  // S of the next block while this PV (and WG1's half) runs
+      warpgroup_wait<1>();
+      sm.empty[buf].arrive();
+      warpgroup_wait<0>();
+    } else {
+      warpgroup_wait<0>();
+      sm.empty[buf].arrive();
     }
   }
-};
+
+  // ---- row statistics, the sink, lse (or the partials' (max, sum)) ----
+  float total[2];
+  CUTLASS_PRAGMA_UNROLL
+  for (int h = 0; h < 2; ++h) {
+    total[h] = row_sum[h] + __shfl_xor_sync(0xffffffffu, row_sum[h], 1);
+    total[h] += __shfl_xor_sync(0xffffffffu, total[h], 2);
+  }
+  const int bi = row / p.s_q, si = row % p.s_q;
+  float out_scale[2] = {1.f, 1.f};
+  if (p.num_splits == 1) {
+    sink::RowFinish f[2];
+    finish_rows(row_max, total, p.attn_sink, head0, p.h_q, f);
+    CUTLASS_PRAGMA_UNROLL
+    for (int h = 0; h < 2; ++h) {
+      out_scale[h] = f[h].out_scale;
+      const int r = acc_row(h, t), head = head0 + r;
+      if (t % 4 == 0) {
+        sm.out_scale[r] = f[h].out_scale;
+        if (head < p.h_q) p.lse[(int64_t(bi) * p.h_q + head) * p.s_q + si] = f[h].lse;
+      }
+    }
+  } else if (t % 4 == 0) {
+    float2* ws_ml = reinterpret_cast<float2*>(static_cast<float*>(p.workspace) +
+                                              sparse_mla_decode::partial_o_elems(p, p.num_splits));
+    const int64_t part0 = (int64_t(row) * p.num_splits + split) * p.h_q + head0;
+    CUTLASS_PRAGMA_UNROLL
+    for (int h = 0; h < 2; ++h) {
+      const int r = acc_row(h, t);
+      if (head0 + r < p.h_q) ws_ml[part0 + r] = make_float2(total[h] == 0.f ? -INFINITY : row_max[h], total[h]);
+    }
+  }
+  bar_sync(kDecodeScalesReady, 256);  // out_scale for WG1; also: every QK is done, so Q's buffer is free
+  decode_store_half<kDqk, 0>(p, sm, acc_o, out_scale, row, head0, split);
+}
+
+// WG1: the right half of O.
+template <int kDqk>
+__device__ __forceinline__ void decode_right_half_wg(const SparseMlaDecodeParams& p, typename DecodeSm90Config<kDqk>::Smem& sm,
+                                                     int n_blocks, int row, int head0, int split) {
+  using Base = SparseMlaSm90Config<kDqk>;
+  using MmaPVSmem = typename Base::MmaPVSmem;
+  cutlass::arch::warpgroup_reg_dealloc<kDecodeWg1Regs>();
+  const int t = threadIdx.x % 128;
+  Tensor acc_o = partition_fragment_C(MmaPVSmem{}, Shape<_64, _256>{});  // O[:, 256:512]
+  clear(acc_o);
+  auto sP = make_tensor(make_smem_ptr(sm.p), typename Base::template Tiles<1>{});
+  for (int blk = 0; blk < n_blocks; ++blk) {
+    const int buf = blk & 1;
+    bar_sync(kDecodePReady, 256);
+    const float scale[2] = {sm.row_scale[acc_row(0, t)], sm.row_scale[acc_row(1, t)]};
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < size(acc_o); ++i) acc_o(i) *= scale[(i / 2) % 2];
+    auto sV = make_tensor(make_smem_ptr(sm.kv[buf] + 64 * 256), typename Base::template ValueView<4>{});
+    wgmma_ss(MmaPVSmem{}, sP, sV, acc_o, false, t);  // O[:, 256:512] += P V[256:512]
+    warpgroup_commit_batch();
+    warpgroup_wait<0>();
+    if (blk + 1 < n_blocks) bar_arrive(kDecodePFree, 256);
+    sm.empty[buf].arrive();
+  }
+  bar_sync(kDecodeScalesReady, 256);
+  float out_scale[2] = {1.f, 1.f};
+  if (p.num_splits == 1) {
+    out_scale[0] = sm.out_scale[acc_row(0, t)];
+    out_scale[1] = sm.out_scale[acc_row(1, t)];
+  }
+  decode_store_half<kDqk, 1>(p, sm, acc_o, out_scale, row, head0, split);
+}
 
 // grid: (head blocks, num_splits, b * s_q); block: 384 threads; dynamic smem: Smem of d_qk.
 template <KvCacheLayout L>
 __global__ void __launch_bounds__(384, 1) sparse_mla_decode_sm90_kernel(const __grid_constant__ SparseMlaDecodeParams p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int kDqk = KvLayout<L>::kDqk;
-  using C = SparseMlaSm90Config<kDqk>;
+  using C = DecodeSm90Config<kDqk>;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   auto& sm = *reinterpret_cast<typename C::Smem*>(smem_raw);
 
-  const int head0 = blockIdx.x * C::kHeads;
+  const int head0 = blockIdx.x * 64;
   const int split = blockIdx.y;
   const int row = blockIdx.z;
   const int wg = threadIdx.x / 128, t = threadIdx.x % 128;
 
   const int total = p.pool.topk + p.extra.topk;
-  const int key_begin = split * p.tiles_per_split * kDecodeStepKeys;
-  const int key_end = min(key_begin + p.tiles_per_split * kDecodeStepKeys, total);
-  const int n_steps = key_end > key_begin ? (key_end - key_begin + kDecodeStepKeys - 1) / kDecodeStepKeys : 0;
+  const int key_begin = split * p.tiles_per_split * kDecodeBlockKeys;
+  const int key_end = min(key_begin + p.tiles_per_split * kDecodeBlockKeys, total);
+  const int n_blocks = key_end > key_begin ? (key_end - key_begin + kDecodeBlockKeys - 1) / kDecodeBlockKeys : 0;
 
   if (threadIdx.x == 0) {
-    sm.q_ready.init(128);
+    sm.q_ready.init(128);  // every producer thread's cp.async arrival
     for (int b = 0; b < 2; ++b) {
-      for (int r = 0; r < 2; ++r) {
-        sm.ready[b][r].init(128);  // every producer thread, once its share is converted
-        sm.empty[b][r].init(128);  // the one consumer that reads the region's values
-      }
-      sm.valid_ready[b].init(32);  // the 32 producer threads that write the flags
+      sm.ready[b].init(128);  // every producer thread, once its share is converted
+      sm.empty[b].init(256);  // every consumer thread, once its PV of the buffer is done
     }
     cutlass::arch::fence_barrier_init();
   }
   __syncthreads();
 
   if (wg == 2) {
-    auto sKV = make_tensor(make_smem_ptr(sm.kv[0]), typename C::template Tiles<C::kTiles>{});
+    auto sKV = make_tensor(make_smem_ptr(sm.kv[0]), typename C::Base::template Tiles<C::kTiles>{});
     DecodeProducer<L> producer{p, sm, row / p.s_q, row % p.s_q, key_begin, key_end, t % 4, t / 4, nullptr, nullptr};
     // Rows row0 + 32 j share row0's swizzle phase (it repeats every 8 rows) and tiles are 8-row
     // multiples apart, so one swizzled address per chunk serves every row and tile of this thread.
     producer.chunk0 = &sKV(producer.row0, producer.quarter * 16);
     producer.chunk1 = &sKV(producer.row0, producer.quarter * 16 + 8);
-    producer.run(head0, n_steps);
-    return;
+    producer.run(head0, n_blocks);
+  } else if (wg == 0) {
+    decode_softmax_wg<kDqk>(p, sm, n_blocks, row, head0, split);
+  } else {
+    decode_right_half_wg<kDqk>(p, sm, n_blocks, row, head0, split);
   }
-  if (wg == 0) consume<kDqk, 0, kDecodeConsumerRegs>(p.sm_scale, sm, n_steps, DecodeEpilogue<kDqk, 0>{p, sm, row, head0, split});
-  else consume<kDqk, 1, kDecodeConsumerRegs>(p.sm_scale, sm, n_steps, DecodeEpilogue<kDqk, 1>{p, sm, row, head0, split});
 #endif
 }
 
@@ -339,7 +483,7 @@ namespace sinkops::cuda::sm90 {
 template <KvCacheLayout L>
 void launch_decode_sm90(const SparseMlaDecodeParams& p, cudaStream_t stream) {
   constexpr auto kernel = sparse_mla_decode_sm90_kernel<L>;
-  constexpr int smem = SparseMlaSm90Config<KvLayout<L>::kDqk>::kSmemBytes;
+  constexpr int smem = DecodeSm90Config<KvLayout<L>::kDqk>::kSmemBytes;
   reserve_dynamic_smem<kernel>(smem, "sparse_mla_decode (sm90)");
   const dim3 grid((p.h_q + 63) / 64, p.num_splits, p.b * p.s_q);
   kernel<<<grid, 384, smem, stream>>>(p);

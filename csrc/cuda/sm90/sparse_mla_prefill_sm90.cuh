@@ -33,7 +33,7 @@ struct PrefillEpilogue {
       }
     }
     bf16* out = static_cast<bf16*>(p.out) + q_idx * p.out_row_stride + int64_t(head0) * p.out_head_stride + kWg * 256;
-    store_output_half<kDqk, kWg>(sm, acc_o, out_scale, out, p.out_head_stride, p.h_q - head0);
+    store_output_half<kWg>(sm.q + kWg * (64 * 256), acc_o, out_scale, out, p.out_head_stride, p.h_q - head0);
   }
 };
 

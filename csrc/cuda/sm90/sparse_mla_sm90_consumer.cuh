@@ -1,8 +1,10 @@
-// The consumer side of the Hopper (sm_90a) sparse MLA kernels, shared by the prefill over bf16
-// KV (sparse_mla_prefill_sm90.cuh) and the decode over the FP8 paged caches
-// (sparse_mla_decode_sm90.cuh): both gather one query row's top-k keys, 64 heads per CTA, into the
-// same 128-byte-swizzled shared-memory buffers; only the producer warpgroup (bf16 cp.async vs
-// FP8 loads + dequantization) and the epilogue differ.
+// The consumer side of the Hopper (sm_90a) sparse MLA prefill over bf16 KV
+// (sparse_mla_prefill_sm90.cuh): one query row's top-k keys, 64 heads per CTA, gathered into
+// 128-byte-swizzled shared-memory buffers. The decode over the FP8 caches
+// (sparse_mla_decode_sm90.cuh) shares the tile layouts and MMA atoms (SparseMlaSm90Config),
+// finish_rows and store_output_half, but not consume(): its producer converts, and with this
+// file's "each consumer owns one block of a step" layout both buffers stay busy for a whole step,
+// so the conversion cannot run ahead (bench/NOTES.md, decode v2.1 -> v4).
 //
 // One CTA = one query row x 64 heads (the M of every wgmma; heads past h_q are zero rows that are
 // never stored). 3 warpgroups:
@@ -279,16 +281,14 @@ __device__ __forceinline__ void finish_rows(const float row_max[2], const float 
 }
 
 // The epilogue's store of one consumer's bf16 output half: rows scaled by out_scale[acc row half],
-// staged in this consumer's half of the Q buffer (free: every QK is done once the row sums were
-// exchanged), then stored as whole 512-byte rows. `out` points at row 0's first channel of this
+// staged in `stage` (64 x 256 bf16 of shared memory: this consumer's half of the Q buffer, free
+// once every QK is done), then stored as whole 512-byte rows. `out` points at row 0's first channel of this
 // half; rows >= n_rows are not stored. Stage: [64 rows][256 channels], the 16-byte chunks of a row
 // XOR-swizzled by row % 8 so that neither side has bank conflicts.
-template <int kDqk, int kWg, class Acc>
-__device__ __forceinline__ void store_output_half(typename SparseMlaSm90Config<kDqk>::Smem& sm, const Acc& acc_o,
-                                                  const float out_scale[2], bf16* out, int64_t row_stride,
-                                                  int n_rows) {
+template <int kWg, class Acc>
+__device__ __forceinline__ void store_output_half(bf16* stage, const Acc& acc_o, const float out_scale[2], bf16* out,
+                                                  int64_t row_stride, int n_rows) {
   const int t = threadIdx.x % 128;
-  bf16* stage = sm.q + kWg * (64 * 256);
   auto staged = [&](int row, int chunk) { return stage + row * 256 + ((chunk ^ (row & 7)) * 8); };
   CUTLASS_PRAGMA_UNROLL
   for (int i = 0; i < size(acc_o); i += 2) {
