@@ -89,15 +89,16 @@ def prefill(backend):
 def decode(backend):
     for layout, dqk in (("v4", 512), ("v32", 576)):
         cache = sinkops.pack_kv_cache(torch.randn(300, dqk, device=dev, dtype=torch.bfloat16), layout, block_size=64)
-        # split-k + combine, split, single pass; 150 + 9 keys: three 64-key blocks (both buffers reused)
-        for b, topk in ((1, 37), (3, 150), (80, 37)):
-            q = torch.randn(b, 2, 16, dqk, device=dev, dtype=torch.bfloat16)
+        # split-k + combine, split, single pass; 150 + 9 keys: three 64-key blocks (both buffers
+        # reused); 128 heads: two head blocks per row
+        for b, topk, hq in ((1, 37, 16), (3, 150, 128), (80, 37, 16)):
+            q = torch.randn(b, 2, hq, dqk, device=dev, dtype=torch.bfloat16)
             idx = torch.randint(-5, 330, (b, 2, topk), device=dev, dtype=torch.int32)
             idx[0, 0, :3] = torch.tensor([I32_MIN, I32_MAX, 320], dtype=torch.int32)
             tl = torch.full((b,), I32_MAX, dtype=torch.int32, device=dev)
             tl[0] = -7
             xtl = torch.full((b,), I32_MIN, dtype=torch.int32, device=dev)
-            s = torch.randn(16, device=dev)
+            s = torch.randn(hq, device=dev)
             sinkops.sparse_mla_decode(q, cache, idx, 0.05, attn_sink=s, layout=layout, extra_kv_cache=cache,
                                       extra_indices=idx[..., :9], backend=backend)
             sinkops.sparse_mla_decode(q, cache, idx, 0.05, attn_sink=s, topk_length=tl, layout=layout,

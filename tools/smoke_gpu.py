@@ -51,18 +51,18 @@ def main():
             fails += not ok
             print(f"prefill d{dqk} h{hq} {b}: out {e:.2e} lse {el:.2e} max {em:.2e} {'ok' if ok else 'FAIL'}")
     for layout, dqk in (("v4", 512), ("v32", 576)):
-        for batch in (1, 64):
+        for batch, hq in ((1, 64), (64, 64), (2, 128)):  # 128 heads: two head blocks per row
             cache = sinkops.pack_kv_cache(torch.randn(5000, dqk, device=dev, dtype=torch.bfloat16), layout)
-            q = torch.randn(batch, 2, 64, dqk, device=dev, dtype=torch.bfloat16)
+            q = torch.randn(batch, 2, hq, dqk, device=dev, dtype=torch.bfloat16)
             idx = torch.randint(-5, 5100, (batch, 2, 640), device=dev, dtype=torch.int32)
-            s = torch.randn(64, device=dev)
+            s = torch.randn(hq, device=dev)
             ro, rl = reference.sparse_mla_decode(q.double(), cache, idx, 0.04, attn_sink=s, layout=layout)
             for b in ("cuda", "triton"):
                 o, l = sinkops.sparse_mla_decode(q, cache, idx, 0.04, attn_sink=s, layout=layout, backend=b)
                 e, el = rel(o, ro), rel(l, rl)
                 ok = e < 3e-3 and el < 1e-5
                 fails += not ok
-                print(f"decode {layout} b{batch} {b}: out {e:.2e} lse {el:.2e} {'ok' if ok else 'FAIL'}")
+                print(f"decode {layout} b{batch} h{hq} {b}: out {e:.2e} lse {el:.2e} {'ok' if ok else 'FAIL'}")
     print(f"smoke: {fails} failures")
     sys.exit(1 if fails else 0)
 

@@ -1,6 +1,6 @@
 // The split-k plan of sparse MLA decode and its workspace layout, shared by both kernel families
-// (sm80: sparse_mla_decode.cuh, 32-key tiles; sm90: sm90/sparse_mla_decode_sm90.cuh, 128-key
-// steps) and the combine kernel (sparse_mla_decode.cu). Both families put 64 heads in a CTA and
+// (sm80: sparse_mla_decode.cuh, 32-key tiles; sm90: sm90/sparse_mla_decode_sm90.cuh, 64-key
+// blocks) and the combine kernel (sparse_mla_decode.cu). Both families put 64 heads in a CTA and
 // fit one CTA per SM, so the same rule sizes both; only the key granularity differs.
 #pragma once
 #include <cstdint>
