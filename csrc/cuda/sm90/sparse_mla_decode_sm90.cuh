@@ -311,34 +311,8 @@ __device__ __forceinline__ void decode_softmax_wg(const SparseMlaDecodeParams& p
     // Masked keys -> -inf, the rest in log2 units; then P = 2^(S - m_new), O and l rescaled.
     CUTLASS_PRAGMA_UNROLL
     for (int i = 0; i < size(acc_s); ++i) acc_s(i) = sm.valid[buf][acc_col(i, t)] ? acc_s(i) * scale_log2 : -INFINITY;
-    float rescale[2];
-    CUTLASS_PRAGMA_UNROLL
-    for (int h = 0; h < 2; ++h) {
-      float mx = row_max[h];
-      CUTLASS_PRAGMA_UNROLL
-      for (int i = 2 * h; i < size(acc_s); i += 4) mx = fmaxf(mx, fmaxf(acc_s(i), acc_s(i + 1)));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      // A row with no valid key yet keeps m = -inf; subtracting 0 keeps its terms exactly 0.
-      const float m_use = mx == -INFINITY ? 0.f : mx;
-      rescale[h] = exp2f(row_max[h] - m_use);
-      CUTLASS_PRAGMA_UNROLL
-      for (int i = 2 * h; i < size(acc_o); i += 4) {
-        acc_o(i) *= rescale[h];
-        acc_o(i + 1) *= rescale[h];
-      }
-      float sum = 0.f;
-      CUTLASS_PRAGMA_UNROLL
-      for (int i = 2 * h; i < size(acc_s); i += 4) {
-        acc_s(i) = exp2f(acc_s(i) - m_use);
-        acc_s(i + 1) = exp2f(acc_s(i + 1) - m_use);
-        p_reg(i) = bf16(acc_s(i));
-        p_reg(i + 1) = bf16(acc_s(i + 1));
-        sum += acc_s(i) + acc_s(i + 1);
-      }
-      row_sum[h] = row_sum[h] * rescale[h] + sum;
-      row_max[h] = mx;
-    }
+    float rescale[2], m_new[2];
+    online_softmax_update(acc_s, p_reg, acc_o, row_max, row_max, row_sum, m_new, rescale);
     if (blk > 0) bar_sync(kDecodePFree, 256);  // WG1's PV of the previous block has read P and row_scale
     store_tile_stmatrix<MmaQK>(p_reg, sP, t);
     if (t % 4 == 0) {

@@ -79,6 +79,44 @@ struct SparseMlaSm90Config {
 // consumers, which also order each read of a max before that max is overwritten next step.
 enum SparseMlaBarrier : int { kMax0Ready = 1, kMax1Ready = 2, kPReady = 3, kSumReady = 4, kOut0Staged = 5, kOut1Staged = 6 };
 
+// The online-softmax update of a consumer thread's two accumulator rows (acc_row(0 / 1)), shared
+// by the prefill's consumers and the decode's WG0: m_new = max(m_base, row max of S) (log2 units),
+// P = 2^(S - m_new) into acc_s (fp32) and p_reg (bf16), O and this thread's row sums rescaled by
+// rescale = 2^(row_max - m_new); row_max becomes m_new. m_base may be row_max itself.
+template <class AccS, class PReg, class AccO>
+__device__ __forceinline__ void online_softmax_update(AccS& acc_s, PReg& p_reg, AccO& acc_o, const float m_base[2],
+                                                      float row_max[2], float row_sum[2], float m_new[2],
+                                                      float rescale[2]) {
+  CUTLASS_PRAGMA_UNROLL
+  for (int h = 0; h < 2; ++h) {
+    float mx = m_base[h];
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 2 * h; i < size(acc_s); i += 4) mx = fmaxf(mx, fmaxf(acc_s(i), acc_s(i + 1)));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    m_new[h] = mx;
+    // A row with no valid key yet keeps m = -inf; subtracting 0 keeps its terms exactly 0.
+    const float m_use = mx == -INFINITY ? 0.f : mx;
+    rescale[h] = exp2f(row_max[h] - m_use);
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 2 * h; i < size(acc_o); i += 4) {
+      acc_o(i) *= rescale[h];
+      acc_o(i + 1) *= rescale[h];
+    }
+    float sum = 0.f;
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 2 * h; i < size(acc_s); i += 4) {
+      acc_s(i) = exp2f(acc_s(i) - m_use);
+      acc_s(i + 1) = exp2f(acc_s(i + 1) - m_use);
+      p_reg(i) = bf16(acc_s(i));
+      p_reg(i + 1) = bf16(acc_s(i + 1));
+      sum += acc_s(i) + acc_s(i + 1);
+    }
+    row_sum[h] = row_sum[h] * rescale[h] + sum;
+    row_max[h] = mx;
+  }
+}
+
 // One consumer warpgroup (kWg = 0 or 1) from Q's arrival to its output half: runs the n_steps
 // steps (two 64-key blocks each) that the producer fills, combines the row sums of both consumers
 // and hands the unnormalized output to `epilogue(acc_o, row_max, row_sum)`: acc_o the 64 x 256
@@ -141,34 +179,8 @@ __device__ __forceinline__ void consume(float sm_scale, typename SparseMlaSm90Co
   };
   // P = 2^(S - m_new) for m_new = max(m_base, row max of S); O and l rescaled from row_max.
   auto softmax = [&](const float m_base[2], float m_new[2]) {
-    CUTLASS_PRAGMA_UNROLL
-    for (int h = 0; h < 2; ++h) {
-      float mx = m_base[h];
-      CUTLASS_PRAGMA_UNROLL
-      for (int i = 2 * h; i < size(acc_s); i += 4) mx = fmaxf(mx, fmaxf(acc_s(i), acc_s(i + 1)));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      m_new[h] = mx;
-      // A row with no valid key yet keeps m = -inf; subtracting 0 keeps its terms exactly 0.
-      const float m_use = mx == -INFINITY ? 0.f : mx;
-      const float rescale = exp2f(row_max[h] - m_use);
-      CUTLASS_PRAGMA_UNROLL
-      for (int i = 2 * h; i < size(acc_o); i += 4) {
-        acc_o(i) *= rescale;
-        acc_o(i + 1) *= rescale;
-      }
-      float sum = 0.f;
-      CUTLASS_PRAGMA_UNROLL
-      for (int i = 2 * h; i < size(acc_s); i += 4) {
-        acc_s(i) = exp2f(acc_s(i) - m_use);
-        acc_s(i + 1) = exp2f(acc_s(i + 1) - m_use);
-        p_reg(i) = bf16(acc_s(i));
-        p_reg(i + 1) = bf16(acc_s(i + 1));
-        sum += acc_s(i) + acc_s(i + 1);
-      }
-      row_sum[h] = row_sum[h] * rescale + sum;
-      row_max[h] = mx;
-    }
+    float rescale[2];
+    online_softmax_update(acc_s, p_reg, acc_o, m_base, row_max, row_sum, m_new, rescale);
   };
   auto publish_max = [&](const float m[2]) {
     __syncwarp();  // the quad's other threads have read the previous value
