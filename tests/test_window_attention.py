@@ -303,6 +303,45 @@ def test_cuda_sm80_path_on_hopper(monkeypatch, c):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("steps", [2, 3, 1 << 20])
+@pytest.mark.parametrize("c", SM90_CASES, ids=_cid)
+def test_cuda_sm90_steps_per_cta(monkeypatch, c, steps):
+    """Where consecutive blocks of positions can share their key tiles (bounded windows that fit
+    the ring), a CTA of the sm_90a kernel computes a run of them (prefetching the next block's Q
+    and K/V); the size picks how many (one wave of CTAs), so small cases run one block a CTA.
+    SINKOPS_WA90_STEPS forces 2, 3 or all of a segment's blocks into one CTA (other windows keep
+    one): every case still matches the oracle."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    monkeypatch.setenv("SINKOPS_WA90_STEPS", str(steps))
+    case = make_window_case(c["lq"], c["lk"], hq=c["hq"], hk=c["hk"], d=c["d"], dv=c["dv"], dtype=c["dtype"],
+                            device="cuda")
+    sinks = None if c["mode"] == "none" else sinks_like(c["hq"], c["kind"])
+    _check(BY_NAME["cuda"], case, c["window"], sinks, c["mode"], f"{steps} steps per CTA")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("scale", [0.0, -0.3, 1e-30])
+def test_cuda_window_scale_edge_values(scale):
+    """The sm_90a kernel keeps the row max on raw logits (scale > 0 enters the exponent), so a zero
+    or negative scale takes the mma.sync kernel; a tiny positive one stays (the key0 bias becomes
+    huge in raw units). All match the float64 oracle."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    from sinkops import reference
+
+    case = make_window_case([300, 77], hq=8, hk=2, d=64, device="cuda")
+    for mode in ("key0", "null"):
+        sinks = sinks_like(8, "mimo")
+        out, lse = run_window(BY_NAME["cuda"], case, (64, 64), sinks, mode, scale=scale)
+        c = case
+        ref_out, ref_lse = reference.window_attention(c["q"].double(), c["k"].double(), c["v"].double(),
+                                                      c["cu_seqlens_q"], c["cu_seqlens_k"], window_size=(64, 64),
+                                                      softmax_scale=scale, sinks=sinks.to("cuda"), sink_mode=mode)
+        assert rel_l2(out, ref_out) < 1e-2 and rel_l2(lse, ref_lse) < 1e-5, (mode, scale)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("d,hq,hk,window,sm90", [(64, 32, 8, (64, 64), True), (64, 32, 8, (-1, -1), False),
                                                 (80, 16, 16, (64, 64), True), (128, 32, 8, (-1, -1), True),
                                                 (256, 8, 1, (64, 64), False)])

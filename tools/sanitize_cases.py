@@ -43,6 +43,10 @@ def window(backend):
         os.environ["SINKOPS_CUDA_SM80"] = "1"
         window_cases(backend)
         os.environ.pop("SINKOPS_CUDA_SM80")
+        for steps in ("3", "1000"):  # sm_90a: several blocks of positions per CTA (tiles kept / reloaded)
+            os.environ["SINKOPS_WA90_STEPS"] = steps
+            window_cases(backend)
+            os.environ.pop("SINKOPS_WA90_STEPS")
     window_cases(backend)
     # a long segment: more K/V tiles than pipeline stages (the ring wraps), every sink value
     q, k, v = (torch.randn(700, h, 64, device=dev, dtype=torch.bfloat16) for h in (32, 8, 8))

@@ -24,6 +24,7 @@ struct LaunchShape {
   int head_blocks_per_kv;  // group / Hc
   int vec_loads;           // 1: every row start is 16-byte aligned and d, d_v % 8 == 0 -> cp.async
   float scale_log2;        // scale * log2(e): logits are kept in log2 units
+  int steps_per_cta;       // sm90 only: consecutive blocks of P positions one CTA computes (>= 1)
 };
 
 // The GQA folding and the grid, for a CTA of `cta_rows` rows (both kernel families): the largest
@@ -39,6 +40,7 @@ inline LaunchShape fold_heads(const WindowAttentionParams& p, int cta_rows, int 
   s.head_blocks_per_kv = s.group / s.heads_per_cta;
   s.vec_loads = 1;
   s.scale_log2 = p.scale * sink::kLog2e;  // logits are kept in log2 units
+  s.steps_per_cta = 1;
   return s;
 }
 inline dim3 launch_grid(const WindowAttentionParams& p, const LaunchShape& s) {

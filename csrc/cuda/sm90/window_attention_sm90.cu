@@ -1,6 +1,10 @@
 // Launcher of the sm_90a window attention kernel (window_attention_sm90.cuh): the GQA folding,
 // the grid and the instantiation. The portable entry point (csrc/cuda/window_attention.cu) has
 // validated the params and decides when this runs (window_attention_sm90_takes).
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+
 #include "../kernel_launch.cuh"
 #include "../static_switch.cuh"
 #include "sm90_api.h"
@@ -10,19 +14,50 @@ namespace sinkops::cuda::sm90 {
 
 namespace {
 bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15) == 0; }
+
+// Steps (blocks of P positions) per CTA: when consecutive steps share K/V tiles (a narrow window),
+// each (segment, head block) is cut into as few equal runs of steps as fill the GPU's CTA slots
+// once, so each CTA's first loads are paid once, every later step's Q and new tiles land while
+// the step before computes, and shared tiles are read once; else one step per CTA (the kernel
+// needs that). Host-known sizes only (max_seqlen_q, not the segments' lengths, which are on the
+// device). SINKOPS_WA90_STEPS=n forces n where steps may share tiles (tests: several steps per CTA
+// at small shapes).
+int steps_per_cta(const WindowAttentionParams& p, const window_attention::LaunchShape& s, int ctas_per_sm,
+                  int stages) {
+  if (!steps_share_tiles(p.window_left, p.window_right, s.positions_per_cta, stages)) return 1;
+  const int64_t steps = (int64_t(p.max_seqlen_q) + s.positions_per_cta - 1) / s.positions_per_cta;
+  if (const char* env = std::getenv("SINKOPS_WA90_STEPS"); env != nullptr && std::atoi(env) > 0)
+    return int(std::min<int64_t>(std::atoi(env), steps));
+  const int64_t heads = int64_t(p.h_k) * s.head_blocks_per_kv;
+  const int64_t slots = int64_t(ctas_per_sm) * device_info(current_device()).sm_count;
+  // Runs per (segment, head block) chain for one wave of equal segments; at most the steps that
+  // all tokens make per slot, so that one long segment among short ones still spreads out.
+  const int64_t runs = std::clamp<int64_t>(slots / (int64_t(p.batch) * heads), 1, steps);
+  const int64_t total = ((p.total_q + s.positions_per_cta - 1) / s.positions_per_cta) * heads;
+  // (the chain's own split unless it is well above that: one wave of long CTAs beats two of
+  // half-length ones, which pay their first loads twice)
+  const int64_t per_chain = (steps + runs - 1) / runs, per_slot = std::max<int64_t>(1, (total + slots - 1) / slots);
+  const int64_t per_cta = per_chain * 4 <= per_slot * 5 ? per_chain : per_slot;
+  const int64_t even_runs = (steps + per_cta - 1) / per_cta;  // equal runs: no short CTA behind long ones
+  return int((steps + even_runs - 1) / even_runs);
+}
 }  // namespace
 
 bool window_attention_sm90_takes(const WindowAttentionParams& p, int smem_optin) {
   const int d = p.d > p.d_v ? p.d : p.d_v;
   if (d > 128 || p.d % 8 || p.d_v % 8 || p.h_k < 1 || p.h_q % p.h_k) return false;
+  // The row max and the masks run on raw logits, scaled in the exponent's FFMA: needs scale > 0.
+  if (!(p.scale > 0.f) || !std::isfinite(p.scale * sink::kLog2e)) return false;
   // cp.async and the output stores move 16-byte chunks: every row start 16-byte aligned.
-  // Offsets inside a segment are 32-bit: row < 128 x stride < 2^23 (and the head strides) fit int32.
+  // Offsets inside a step are 32-bit: (position + head) < 256 rows x stride < 2^23 fit int32.
   for (int64_t stride : {p.q_row_stride, p.q_head_stride, p.k_row_stride, p.k_head_stride, p.v_row_stride,
                          p.v_head_stride, p.out_row_stride, p.out_head_stride})
     if (stride % 8 || stride < 0 || stride >= (int64_t(1) << 23)) return false;
   bool fits = false;
   head_dim_switch(Sm90WindowHeadDims{}, d, "window_attention (sm90)", [&](auto head_dim) {
-    fits = window_attention_smem_bytes<decltype(head_dim)::value>() <= smem_optin;
+    constexpr int kHeadDim = decltype(head_dim)::value;
+    fits = window_attention_tiling<kHeadDim, true>().smem_bytes <= smem_optin;
+    if constexpr (kHasOneStepKernel<kHeadDim>) fits = fits && window_attention_tiling<kHeadDim, false>().smem_bytes <= smem_optin;
   });
   return fits;
 }
@@ -36,13 +71,26 @@ void window_attention(const WindowAttentionParams& p, void* stream) {
   auto st = static_cast<cudaStream_t>(stream);
   head_dim_switch(Sm90WindowHeadDims{}, d, "window_attention (sm90)", [&](auto head_dim) {
     constexpr int kHeadDim = decltype(head_dim)::value;
-    // up to 64 folded heads: a warpgroup's 64 rows
-    const window_attention::LaunchShape s = window_attention::fold_heads(p, window_attention_cta_rows<kHeadDim>(), 64);
-    const dim3 grid = window_attention::launch_grid(p, s);
+    // The streaming kernel when its steps share K/V tiles, or where it has no one-step twin (its
+    // steps are one each then); else the one-step kernel. Up to 64 folded heads: a warpgroup's rows.
+    const Sm90WindowTiling streaming = window_attention_tiling<kHeadDim, true>();
+    window_attention::LaunchShape s = window_attention::fold_heads(p, streaming.cta_rows, 64);
+    bool stream = true;
+    if constexpr (kHasOneStepKernel<kHeadDim>) {
+      stream = steps_share_tiles(p.window_left, p.window_right, s.positions_per_cta, streaming.stages);
+      if (!stream) s = window_attention::fold_heads(p, window_attention_tiling<kHeadDim, false>().cta_rows, 64);
+    }
+    s.steps_per_cta = stream ? steps_per_cta(p, s, streaming.ctas_per_sm, streaming.stages) : 1;
+    dim3 grid = window_attention::launch_grid(p, s);
+    grid.x = (grid.x + s.steps_per_cta - 1) / s.steps_per_cta;
     dtype_switch(p.dtype, "window_attention (sm90)", [&](auto t) {
       using T = typename decltype(t)::type;
       sink_switch(p.sink_mode, [&](auto sink) {
-        launch_window_attention<T, kHeadDim, typename decltype(sink)::type>(p, s, grid, st);
+        using Sink = typename decltype(sink)::type;
+        if constexpr (kHasOneStepKernel<kHeadDim>) {
+          if (!stream) return launch_window_attention<T, kHeadDim, Sink, false>(p, s, grid, st);
+        }
+        launch_window_attention<T, kHeadDim, Sink, true>(p, s, grid, st);
       });
     });
   });

@@ -3,26 +3,29 @@
 // mbarrier-synchronised (docs/DESIGN.md §2.1 for the math; bench/NOTES.md "Window
 // attention, sm90" for the numbers).
 //
-// Work split (why): at MiMo's +-64 windows the kernel is bound by memory and by the key tiles it
-// computes, not by FLOPs; a CTA must read each K/V tile once for every query head that needs it.
-//  * A CTA owns 128 rows = 2 consumer warpgroups x 64 rows; the rows of one warpgroup are Pw
-//    consecutive query positions x Hc query heads of ONE kv head (GQA folded into M, Hc x Pw =
-//    64), head-major: row r is head r / Pw, position r % Pw. Warpgroup 1's positions follow
-//    warpgroup 0's, so both read the same K/V tiles, loaded once.
-//  * Key tiles (64 keys) start at the CTA's first visible key, so the segment's key 0, when
-//    visible at all, is column 0 of tile 0: the key0 sink is one branch on `tile start == 0`; the
-//    null sink is folded once per row at the end. Both come from the shared sink policy.
+// Work split (why): at MiMo's +-64 windows the kernel is bound by instruction issue and the
+// per-tile latency chain (S = Q K^T, softmax, O += P V of one warpgroup are serial), not by FLOPs
+// or DRAM; a CTA must read each K/V tile once for every query head that needs it.
+//  * One CTA per SM (v5) computes a run of consecutive steps of one (segment, head block). A step
+//    is kConsumers warpgroups x 64 rows; the rows of one warpgroup are Pw consecutive query
+//    positions x Hc query heads of ONE kv head (GQA folded into M, Hc x Pw = 64), head-major: row r
+//    is head r / Pw, position r % Pw. Warpgroup w's positions follow warpgroup w - 1's, so all read
+//    the same K/V tiles, loaded once. Each step's Q goes to one of two buffers, loaded while the
+//    step before computes (the buffer then stages that step's output).
+//  * Key tiles (64 keys) sit on a fixed grid from the segment's key 0 (tile g = keys 64 g ..), so
+//    key 0, when visible at all, is column 0 of tile 0: the key0 sink is one branch on it; the null
+//    sink is folded once per row at the end. Both come from the shared sink policy. The CTA loads
+//    its tiles in order, once: consecutive steps of a narrow window keep the tiles they share
+//    (steps_share_tiles; the launcher gives every other window one step per CTA).
 //  * Per tile and warpgroup: only the 16-key chunks its rows' windows touch (N = 16..64 keys, a
 //    compile-time variant each: a +-64 warpgroup computes 144 of its 3 tiles' 192 keys), S = Q K^T
-//    (SS wgmma, 64 x N), the mask only where a chunk cuts some row's window, an online softmax in
-//    log2 units, O += P V (RS wgmma, P from registers). Tiles no row of the warpgroup sees are
-//    skipped (but still released).
-//  * No producer warps: a sub-partition's 16K registers must hold 2 CTAs (one's loads and softmax
-//    hide behind the other's MMAs), and ptxas allocates every warp for the kernel's launch bound,
-//    whatever setmaxnreg does later (a 384-thread CTA at 2 per SM spilled 800 bytes). So both
-//    warpgroups copy: each its own Q rows, all 256 threads a share of every K/V tile, kStages - 1
-//    tiles ahead through ready / empty mbarriers. A narrow window's tiles (3 at +-64) are all in
-//    flight at once and the two warpgroups never wait for each other.
+//    (SS wgmma, 64 x N), the mask only in chunks that cut some row's window, an online softmax on
+//    raw logits (the scale, > 0, enters the exponent's FFMA), O += P V (RS wgmma, P from
+//    registers). Tiles no row of the warpgroup sees are skipped (but still released).
+//  * No producer warps: ptxas allocates every warp for the kernel's launch bound, whatever
+//    setmaxnreg does later (a producer next to the consumers could not launch or spilled). So all
+//    warpgroups copy: each its own Q rows, all threads a share of every K/V tile, up to kStages
+//    tiles ahead of the oldest one a thread still reads, through ready / empty mbarriers.
 //  * cu_seqlens values are clamped (window_bounds.cuh), rows outside the segment or past d / d_v
 //    are zero-filled and never read from global memory, so no value of them leaves the tensors.
 #pragma once
@@ -52,25 +55,33 @@ struct CuteElement<__half> {
   using type = cutlass::half_t;
 };
 
-template <typename T, int kHeadDim_>
+// kStream: one CTA per SM streams consecutive steps (see the top); else one step per CTA, 2 CTAs x
+// 2 warpgroups per SM at d <= 80 (v4's schedule: for windows whose steps cannot share tiles).
+template <typename T, int kHeadDim_, bool kStream_>
 struct WindowConfig {
   static constexpr int kHeadDim = kHeadDim_;  // the padded head dim of q, k and v (d, d_v <= it)
+  static constexpr bool kStream = kStream_;
   static constexpr int kRowsPerWg = 64;       // M of every wgmma
   // Keys per tile. SINKOPS_WA90_BLOCK_N overrides it at d <= 80 (tuning runs only).
 #ifndef SINKOPS_WA90_BLOCK_N
 #define SINKOPS_WA90_BLOCK_N 64
 #endif
   static constexpr int kBlockN = kHeadDim <= 80 ? SINKOPS_WA90_BLOCK_N : 64;
-  // Two warpgroups per CTA share every K/V tile (one tile read serves 128 rows). d <= 80: 2 CTAs
-  // per SM (<= 128 registers a thread: a sub-partition's 16K registers hold 4 warps), so one CTA's
-  // loads and softmax hide behind the other's MMAs; 1 warpgroup x 3 CTAs per SM measured 13 %
-  // slower on MiMo (bench/NOTES.md). d 96 / 128: 1 CTA per SM (they would spill at 128).
-  static constexpr int kConsumers = 2;
+  // Streaming: one CTA per SM computes several consecutive steps (blocks of P positions), so its
+  // loads for the next step overlap this one and a narrow window's steps share their K/V tiles.
+  // d 64: three warpgroups (a K/V tile serves 192 rows) at 168 registers; d 80..128: two at up to
+  // 255 (three spilled 112-300 bytes). With 2 CTAs x 2 warpgroups at 128 registers the step loop
+  // spilled ~300 bytes into the softmax (bench/NOTES.md). One step per CTA (d <= 80): 2 CTAs per
+  // SM at 128 registers, so one CTA's loads and softmax hide behind the other's MMAs.
+  static constexpr int kConsumers = kStream && kHeadDim <= 64 ? 3 : 2;
   static constexpr int kThreads = 128 * kConsumers;  // no producer: the consumers load (below)
-  static constexpr int kMinBlocksPerSm = kHeadDim <= 80 ? 2 : 1;
-  // K/V tiles in flight: a narrow window's whole key range (192 keys) at once; with the SM to
-  // itself, 5 tiles (192 KB at d 128).
-  static constexpr int kStages = kHeadDim <= 80 ? 192 / kBlockN : 5;
+  static constexpr int kMinBlocksPerSm = !kStream && kHeadDim <= 80 ? 2 : 1;
+  // K/V tiles in the ring. Streaming: enough that a +-64 window's step keeps its tiles for the
+  // next one (steps_share_tiles: 6 tiles for 192 positions of one head, 4 for 32 positions x 4
+  // heads); the SM's shared memory bounds the rest (d 128: 64 KB of Q buffers + 5 x 32 KB). One
+  // step per CTA: a +-64 window's 3 tiles at once (2 CTAs x 64-100 KB).
+  static constexpr int kStages = kStream ? (kHeadDim <= 96 ? 6 : 5) : (kHeadDim <= 80 ? 3 : 5);
+  static constexpr int kQBuffers = kStream ? 2 : 1;  // the next step's Q loads beside this one's
   static constexpr int kCtaRows = 64 * kConsumers;
   static constexpr int kChunks = kHeadDim / 8;  // 16-byte chunks per row
   static_assert(kHeadDim % 16 == 0 && kHeadDim <= 128, "the sm90 window kernel covers head dims 16..128");
@@ -96,44 +107,63 @@ struct WindowConfig {
       GMMA::rs_op_selector<T, T, float, Shape<_64, Int<kHeadDim>, _16>, GMMA::Major::K, GMMA::Major::MN>()));
 
   struct Smem {
-    alignas(1024) T q[kConsumers][kRowsPerWg * kHeadDim];  // per consumer [64 rows, d] Tiles<64>; then its staged O
+    alignas(1024) T q[kQBuffers][kConsumers][kRowsPerWg * kHeadDim];  // [step % buffers][consumer] [64 rows, d] Tiles<64>; then its staged O
     alignas(1024) T k[kStages][kBlockN * kHeadDim];        // [64 keys, d]   Tiles<64>
     alignas(1024) T v[kStages][kBlockN * kHeadDim];        // [64 keys, d_v] Tiles<64>
-    Barrier q_ready[kConsumers];
+    Barrier q_ready[kQBuffers][kConsumers];
     Barrier ready[kStages], empty[kStages];
   };
   static constexpr int kSmemBytes = sizeof(Smem);
 };
 
 // Named barrier 1 + wg (the 128 threads of consumer wg): its staged output is complete / read.
-constexpr int kWindowOutStaged = 1;
+// Literal ids per warpgroup, so ptxas knows which barrier each bar.sync uses.
+__device__ __forceinline__ void staged_bar(int wg) {
+  if (wg == 0) bar_sync(1, 128);
+  else if (wg == 1) bar_sync(2, 128);
+  else bar_sync(3, 128);
+}
 
 // Sink: sink::Key0Sink or sink::NullSink (no sink = NullSink without a sinks tensor).
-template <typename Tg, int kHeadDim, typename Sink>
-__global__ void __launch_bounds__(WindowConfig<typename CuteElement<Tg>::type, kHeadDim>::kThreads,
-                                  WindowConfig<typename CuteElement<Tg>::type, kHeadDim>::kMinBlocksPerSm)
+template <typename Tg, int kHeadDim, typename Sink, bool kStream>
+__global__ void __launch_bounds__(WindowConfig<typename CuteElement<Tg>::type, kHeadDim, kStream>::kThreads,
+                                  WindowConfig<typename CuteElement<Tg>::type, kHeadDim, kStream>::kMinBlocksPerSm)
     window_attention_sm90_kernel(const __grid_constant__ WindowAttentionParams p,
                                  const __grid_constant__ window_attention::LaunchShape shape) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using T = typename CuteElement<Tg>::type;
-  using C = WindowConfig<T, kHeadDim>;
-  using window_attention::row_bounds;
+  using C = WindowConfig<T, kHeadDim, kStream>;
+  using window_attention::row_bounds_diag;
   constexpr int kBlockN = C::kBlockN, kStages = C::kStages, kChunks = C::kChunks, kThreads = C::kThreads;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   auto& sm = *reinterpret_cast<typename C::Smem*>(smem_raw);
 
   const int wg = threadIdx.x / 128, t = threadIdx.x % 128;
   // Rows of a warpgroup: Hc heads x Pw positions, head-major (Hc, Pw powers of two, Hc Pw = 64).
-  const int pw = shape.positions_per_cta / C::kConsumers;
+  const int P = shape.positions_per_cta;  // positions of one step (all warpgroups)
+  const int pw = P / C::kConsumers;
   const int pw_shift = __ffs(pw) - 1;
   const int hk = blockIdx.y / shape.head_blocks_per_kv;
   const int h_base = hk * shape.group + (blockIdx.y % shape.head_blocks_per_kv) * shape.heads_per_cta;
+  const float c = shape.scale_log2;  // > 0 (window_attention_sm90_takes): max(c s) = c max(s)
+  // This thread's two accumulator rows' sinks (log2 units) and, for key0, the bias in raw logit
+  // units (the max and the masks run on raw logits).
+  float sink_r[2], bias_raw[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    sink_r[h] = sink::load_log2(p.sinks, h_base + (acc_row(h, t) >> pw_shift));
+    bias_raw[h] = sink_r[h] * (1.f / c);
+  }
+  // Consecutive steps keep their shared key tiles (else the launcher gave each CTA one step).
+  const bool reuse = steps_share_tiles(p.window_left, p.window_right, P, kStages);
+  static_assert(kBlockN == kTileKeys, "steps_share_tiles counts 64-key tiles");
 
   if (threadIdx.x == 0) {
-    for (int w = 0; w < C::kConsumers; ++w) sm.q_ready[w].init(128);  // warpgroup w's cp.async arrivals
+    for (int b = 0; b < C::kQBuffers; ++b)
+      for (int w = 0; w < C::kConsumers; ++w) sm.q_ready[b][w].init(128);  // warpgroup w's cp.async arrivals
     for (int st = 0; st < kStages; ++st) {
       sm.ready[st].init(kThreads);  // every thread's cp.async arrival: each copies a share of a tile
-      sm.empty[st].init(kThreads);  // every thread, after its warpgroup's MMAs of the tile
+      sm.empty[st].init(kThreads);  // every thread, once no step of its warpgroup reads the tile again
     }
     cutlass::arch::fence_barrier_init();
   }
@@ -142,55 +172,78 @@ __global__ void __launch_bounds__(WindowConfig<typename CuteElement<Tg>::type, k
   const Tg* q = static_cast<const Tg*>(p.q);
   const Tg* k = static_cast<const Tg*>(p.k);
   const Tg* v = static_cast<const Tg*>(p.v);
-  int it = 0;        // K/V tiles this CTA has gone through (stage and barrier phase)
-  int segments = 0;  // segments this CTA has served (Q barrier phase)
+  // The CTA's K/V tiles form one stream of load indices in every thread: load index i goes to stage
+  // i % kStages once every thread has released index i - kStages. Same counts in every thread.
+  int issued = 0, released = 0;
+  int gstep = 0;  // steps this CTA has computed: their Q buffer (gstep % buffers) and its barrier phase
 
   for (int b = blockIdx.z; b < p.batch; b += gridDim.z) {
     int64_t q_start, k_start;
     int sq, sk;
     window_attention::segment_bounds(p.cu_seqlens_q, b, p.total_q, q_start, sq);
     window_attention::segment_bounds(p.cu_seqlens_k, b, p.total_k, k_start, sk);
-    const int pos0 = blockIdx.x * shape.positions_per_cta;  // < max_seqlen_q: no overflow
-    if (pos0 >= sq) continue;                                // CTA-uniform
-    const int64_t off = int64_t(sk) - sq;
-    // Positions are tested as offsets against sq - pos0 (pos0 + 127 could wrap int32).
-    const int live = sq - pos0 < shape.positions_per_cta ? sq - pos0 : shape.positions_per_cta;
-    int kmin, kmax, unused;
-    row_bounds(pos0, off, p.window_left, p.window_right, sk, kmin, unused);
-    row_bounds(int64_t(pos0) + live - 1, off, p.window_left, p.window_right, sk, unused, kmax);
-    const int n_tiles = kmax >= kmin ? (kmax - kmin) / kBlockN + 1 : 0;
-    const int it0 = it;  // this segment's tile j is the CTA's tile it0 + j
+    // This CTA's steps: positions pos_begin + P s, s < n_steps (all < sq).
+    const int64_t pos_begin64 = int64_t(blockIdx.x) * shape.steps_per_cta * P;
+    if (pos_begin64 >= sq) continue;  // CTA-uniform
+    const int pos_begin = int(pos_begin64);
+    const int steps_left = (sq - pos_begin) / P + ((sq - pos_begin) % P != 0);
+    const int n_steps = !kStream ? 1 : steps_left < shape.steps_per_cta ? steps_left : shape.steps_per_cta;
+    const int off = sk - sq;  // pos + off of a row (pos < sq) lies in (-2^31, sk): no overflow
+    // Positions are tested as offsets against live (pos0 + P - 1 could wrap int32).
+    auto live_of = [&](int s) { return sq - pos_begin - s * P < P ? sq - pos_begin - s * P : P; };
+    // Window bounds of the row at position pos (< sq) of this segment.
+    auto bounds = [&](int pos, int& lo, int& hi) { row_bounds_diag(pos + off, p.window_left, p.window_right, sk, lo, hi); };
+    // Key tiles of the segment sit on a fixed grid (tile g = keys 64 g .. 64 g + 63, so key 0 is
+    // column 0 of tile 0); step s reads tiles ta..tb (none when tb < ta).
+    auto step_tiles = [&](int s, int& ta, int& tb) {
+      const int pos0 = pos_begin + s * P;
+      int kmin, kmax, unused;
+      bounds(pos0, kmin, unused);
+      bounds(pos0 + live_of(s) - 1, unused, kmax);
+      ta = kmax >= kmin ? kmin / kBlockN : 0;
+      tb = kmax >= kmin ? kmax / kBlockN : -1;
+    };
 
     // Offsets inside a segment are 32-bit (row strides < 2^23 elements: window_attention_sm90_takes),
-    // added to 64-bit bases formed once per segment / tile: the address math is most of what a
+    // added to 64-bit bases formed once per step / tile: the address math is most of what a
     // narrow window's CTA executes besides the softmax.
-    const Tg* q_seg = q + (q_start + pos0) * p.q_row_stride + int64_t(h_base) * p.q_head_stride;
     const int q_rs = int(p.q_row_stride), q_hs = int(p.q_head_stride);
     const int k_rs = int(p.k_row_stride), v_rs = int(p.v_row_stride);
-
-    // ---- loads: each warpgroup copies its own Q rows; all threads share every K/V tile ----
-    {
+    // ---- Q: each warpgroup copies its own rows of a step into Q buffer `buf` ----
+    auto load_q = [&](int s, int buf) {
+      const Tg* q_step = q + (q_start + pos_begin + s * P) * p.q_row_stride + int64_t(h_base) * p.q_head_stride;
+      const int live = live_of(s);
+      auto sQ = make_tensor(make_smem_ptr(sm.q[buf][wg]), typename C::template Tiles<64>{});
 #pragma unroll
       for (int n = 0; n < kChunks / 2; ++n) {  // 64 rows x kChunks chunks over 128 threads
         const int idx = t + 128 * n;
-        const int r = idx / kChunks, c = (idx % kChunks) * 8;
-        const int rel = wg * pw + (r & (pw - 1));  // position pos0 + rel, head h_base + (r >> pw_shift)
-        const bool ok = rel < live && c < p.d;
-        const Tg* src = ok ? q_seg + (rel * q_rs + (r >> pw_shift) * q_hs + c) : q;  // zero-filled: reads nothing
-        auto sQ = make_tensor(make_smem_ptr(sm.q[wg]), typename C::template Tiles<64>{});
-        cp_async_16_zfill_l2(&sQ(r, c), src, ok);
+        const int r = idx / kChunks, col = (idx % kChunks) * 8;
+        const int rel = wg * pw + (r & (pw - 1));  // position rel of the step, head h_base + (r >> pw_shift)
+        const bool ok = rel < live && col < p.d;
+        const Tg* src = ok ? q_step + (rel * q_rs + (r >> pw_shift) * q_hs + col) : q;  // zero-filled: reads nothing
+        cp_async_16_zfill_l2(&sQ(r, col), src, ok);
       }
-      cp_async_arrive(sm.q_ready[wg]);
+      cp_async_arrive(sm.q_ready[buf][wg]);
+    };
+    // ---- K/V: every thread copies a share of each tile ----
+    // The CTA's tiles g_first..g_last (its first row's first key to its last row's last key) are
+    // loaded in order: tile g is load index g + shift. With one step per CTA that is the step's
+    // tiles; with several (only when steps share tiles) the steps' ranges overlap or touch, since
+    // both window bounds grow with the position (both sides bounded), so their union is contiguous.
+    int g_first, g_last;
+    {
+      int kmin, kmax, unused;
+      bounds(pos_begin, kmin, unused);
+      bounds(pos_begin + (n_steps - 1) * P + live_of(n_steps - 1) - 1, unused, kmax);
+      g_first = kmin / kBlockN;
+      g_last = kmax >= kmin ? kmax / kBlockN : g_first - 1;
     }
-    // Tile j goes to stage (it0 + j) % kStages once both warpgroups are done with the tile that
-    // stage held (the first round of waits passes). Tiles 0..kStages-2 now; tile j + kStages - 1
-    // when this thread starts tile j, so the wait is on tile j - 1: a narrow window's tiles
-    // (n_tiles <= kStages) never wait on the other warpgroup.
-    auto issue_tile = [&](int j) {
-      if (j >= n_tiles) return;
-      const int g = it0 + j, st = g % kStages;
-      sm.empty[st].wait(((g / kStages) & 1) ^ 1);
-      const int kt = kmin + j * kBlockN;
+    // Every tile of the previous segment was read and released: issued == released here.
+    const int shift = released - g_first;
+    auto issue_tile = [&]() {
+      const int st = issued % kStages;
+      sm.empty[st].wait(((issued / kStages) & 1) ^ 1);
+      const int kt = (issued - shift) * kBlockN;  // < sk
       auto sK = make_tensor(make_smem_ptr(sm.k[st]), typename C::template Tiles<kBlockN>{});
       auto sV = make_tensor(make_smem_ptr(sm.v[st]), typename C::template Tiles<kBlockN>{});
       const Tg* k_tile = k + (k_start + kt) * p.k_row_stride + int64_t(hk) * p.k_head_stride;
@@ -199,31 +252,51 @@ __global__ void __launch_bounds__(WindowConfig<typename CuteElement<Tg>::type, k
       for (int n = 0; n < (kBlockN * kChunks + kThreads - 1) / kThreads; ++n) {
         const int idx = threadIdx.x + kThreads * n;
         if ((kBlockN * kChunks) % kThreads != 0 && idx >= kBlockN * kChunks) break;
-        const int r = idx / kChunks, c = (idx % kChunks) * 8;
-        const bool row_ok = r <= kmax - kt;  // a key of the CTA's range (inside the segment)
-        const bool k_ok = row_ok && c < p.d, v_ok = row_ok && c < p.d_v;
-        cp_async_16_zfill_l2(&sK(r, c), k_ok ? k_tile + (r * k_rs + c) : k, k_ok);
-        cp_async_16_zfill_l2(&sV(r, c), v_ok ? v_tile + (r * v_rs + c) : v, v_ok);
+        const int r = idx / kChunks, col = (idx % kChunks) * 8;
+        const bool row_ok = r < sk - kt;  // a key of the segment
+        const bool k_ok = row_ok && col < p.d, v_ok = row_ok && col < p.d_v;
+        cp_async_16_zfill_l2(&sK(r, col), k_ok ? k_tile + (r * k_rs + col) : k, k_ok);
+        cp_async_16_zfill_l2(&sV(r, col), v_ok ? v_tile + (r * v_rs + col) : v, v_ok);
       }
       cp_async_arrive(sm.ready[st]);
+      ++issued;
     };
-#pragma unroll 1
-    for (int j = 0; j < kStages - 1; ++j) issue_tile(j);
+    // Loads every tile this thread may: the stage of index i is free once index i - kStages is
+    // released, and this thread has released every index < released.
+    auto produce = [&]() {
+      while (issued < released + kStages && issued - shift <= g_last) issue_tile();
+    };
+    // Releases the tiles before tile g (after their copies landed: a stage is never refilled while
+    // an older copy into it could still be in flight, even for a tile no warpgroup computed).
+    auto release_below = [&](int g) {
+      for (; released - shift < g; ++released) {
+        if (released == issued) produce();  // (g <= g_last + 1: index `released` exists)
+        sm.ready[released % kStages].wait((released / kStages) & 1);
+        sm.empty[released % kStages].arrive();
+      }
+    };
 
-    {
-      // ---- warpgroup wg: its 64 rows ----
-      using MmaPV = typename C::MmaPV;
-      // This thread's two accumulator rows (acc_row(0 / 1)): head and position.
-      int lo_r[2], hi_r[2], head_r[2];
-      float sink_r[2];
+    load_q(0, gstep % C::kQBuffers);
+    produce();
+
+    using MmaPV = typename C::MmaPV;
+    int ta, tb;  // this step's tiles
+    step_tiles(0, ta, tb);
+    for (int s = 0; s < n_steps; ++s, ++gstep) {
+      const int buf = gstep % C::kQBuffers;
+      if (kStream && s + 1 < n_steps) load_q(s + 1, buf ^ 1);  // the next step's rows land while this one computes
+      const int pos0 = pos_begin + s * P, live = live_of(s);
+      const int n_tiles = tb - ta + 1;
+
+      // ---- warpgroup wg: its 64 rows of the step ----
+      // This thread's two accumulator rows (acc_row(0 / 1)): their window bounds.
+      int lo_r[2], hi_r[2];
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int r = acc_row(h, t);
         const int rel = wg * pw + (r & (pw - 1));
-        head_r[h] = h_base + (r >> pw_shift);
-        sink_r[h] = sink::load_log2(p.sinks, head_r[h]);
         if (rel < live) {
-          row_bounds(int64_t(pos0) + rel, off, p.window_left, p.window_right, sk, lo_r[h], hi_r[h]);
+          bounds(pos0 + rel, lo_r[h], hi_r[h]);
         } else {
           lo_r[h] = 1, hi_r[h] = 0;  // no such row: sees nothing, stored nowhere
         }
@@ -233,48 +306,51 @@ __global__ void __launch_bounds__(WindowConfig<typename CuteElement<Tg>::type, k
       const bool wg_live = first < live;
       int lo_first = 1, hi_first = 0, lo_last = 1, hi_last = 0;
       if (wg_live) {
-        row_bounds(int64_t(pos0) + first, off, p.window_left, p.window_right, sk, lo_first, hi_first);
-        row_bounds(int64_t(pos0) + last, off, p.window_left, p.window_right, sk, lo_last, hi_last);
+        bounds(pos0 + first, lo_first, hi_first);
+        bounds(pos0 + last, lo_last, hi_last);
       }
 
       Tensor acc_o = partition_fragment_C(MmaPV{}, Shape<_64, Int<kHeadDim>>{});
       clear(acc_o);
-      float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};  // log2 units; this thread's columns
-      auto sQ = make_tensor(make_smem_ptr(sm.q[wg]), typename C::template Tiles<64>{});
+      float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};  // raw logits / log2 units
+      auto sQ = make_tensor(make_smem_ptr(sm.q[buf][wg]), typename C::template Tiles<64>{});
 
-      // One tile's N columns starting at key kc (= the tile start kt + c): S = Q K^T, the online
+      // N columns of a stage starting at key kc (column `col` of its tile): S = Q K^T, the online
       // softmax, O += P V.
-      auto tile_body = [&](auto n_keys, int st, int kc, int c) {
+      auto tile_body = [&](auto n_keys, int st, int kc, int col) {
         constexpr int N = decltype(n_keys)::value;
         using MmaQK = typename C::template MmaQK<N>;
         Tensor acc_s = partition_fragment_C(MmaQK{}, Shape<_64, Int<N>>{});             // S, then P (fp32)
         Tensor p_reg = make_tensor<T>(partition_shape_A(MmaPV{}, Shape<_64, Int<N>>{}));  // P (16-bit)
-        const int kt = kc;  // key indices below are relative to kc
-        const bool full = kt >= lo_last && hi_first - kt >= N - 1;  // inside every row's window
-        auto sK = make_tensor(make_smem_ptr(sm.k[st] + c * C::kAtomWidth), typename C::template KeyRows<N>{});
+        auto sK = make_tensor(make_smem_ptr(sm.k[st] + col * C::kAtomWidth), typename C::template KeyRows<N>{});
         wgmma_ss(MmaQK{}, sQ, sK, acc_s, true, t);
         warpgroup_commit_batch();
         warpgroup_wait<0>();
         // Straight-line code per element (no per-element branches: ptxas turned those into
-        // BSSY/BSYNC pairs, ~10 instructions an element). Logits in log2 units first.
-        const bool key0_tile = Sink::kKey0Bias && kt == 0;
+        // BSSY/BSYNC pairs, ~10 instructions an element); raw logits until the exponent.
+        const bool key0_tile = Sink::kKey0Bias && kc == 0;
         const bool quad_lead = t % 4 == 0;  // holds column 0 (elements 0 and 2)
-#pragma unroll
-        for (int i = 0; i < size(acc_s); ++i) acc_s(i) *= shape.scale_log2;
-        if (key0_tile && quad_lead) {  // column 0 of the first tile = the segment's key 0
-          acc_s(0) += sink_r[0];
-          acc_s(2) += sink_r[1];
+        if (key0_tile && quad_lead) {  // column 0 of tile 0 = the segment's key 0
+          acc_s(0) += bias_raw[0];
+          acc_s(2) += bias_raw[1];
         }
-        if (!full) {  // the window: element i is column 8 (i / 4) + (i & 1) past this thread's 2 (t % 4)
-          const int c0 = 2 * (t % 4);
-          const int lo[2] = {lo_r[0] - kt - c0, lo_r[1] - kt - c0}, hi[2] = {hi_r[0] - kt - c0, hi_r[1] - kt - c0};
+        // The window, only in the 16-key chunks that cut some row's (a +-64 warpgroup of 16
+        // positions: 2 of its 9): element i is column 8 (i / 4) + (i & 1) past this thread's 2 (t % 4).
+        const int c0 = 2 * (t % 4);
+        const int lo[2] = {lo_r[0] - kc - c0, lo_r[1] - kc - c0}, hi[2] = {hi_r[0] - kc - c0, hi_r[1] - kc - c0};
+        if (!(kc >= lo_last && hi_first - kc >= N - 1)) {  // not inside every row's window
 #pragma unroll
-          for (int i = 0; i < size(acc_s); ++i) {
-            const int j = 8 * (i / 4) + (i & 1), h = (i / 2) % 2;
-            acc_s(i) = (j >= lo[h]) & (j <= hi[h]) ? acc_s(i) : -INFINITY;
+          for (int cc = 0; cc < N / 16; ++cc) {
+            if (kc + 16 * cc < lo_last || kc + 16 * cc + 15 > hi_first) {  // warpgroup-uniform
+#pragma unroll
+              for (int i = 8 * cc; i < 8 * cc + 8; ++i) {
+                const int j = 8 * (i / 4) + (i & 1), h = (i / 2) % 2;
+                acc_s(i) = (j >= lo[h]) & (j <= hi[h]) ? acc_s(i) : -INFINITY;
+              }
+            }
           }
         }
-        float m_use[2], alpha[2];
+        float mc[2], alpha[2];
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           float mx = row_max[h];
@@ -283,9 +359,9 @@ __global__ void __launch_bounds__(WindowConfig<typename CuteElement<Tg>::type, k
           mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
           mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
           // m_old == m_new covers -inf == -inf (nothing seen yet) and +inf == +inf (a +inf key0 sink).
-          alpha[h] = row_max[h] == mx ? 1.f : ptx::exp2_approx(row_max[h] - mx);
+          alpha[h] = row_max[h] == mx ? 1.f : ptx::exp2_approx((row_max[h] - mx) * c);
           row_max[h] = mx;
-          m_use[h] = mx == -INFINITY ? 0.f : mx;  // never -inf - -inf
+          mc[h] = mx == -INFINITY ? 0.f : mx * c;  // never -inf - -inf
           row_sum[h] *= alpha[h];
         }
         // O is rescaled only when some row of the warp has a new max (warp-uniform branch).
@@ -294,31 +370,32 @@ __global__ void __launch_bounds__(WindowConfig<typename CuteElement<Tg>::type, k
           for (int i = 0; i < size(acc_o); ++i) acc_o(i) *= alpha[(i / 2) % 2];
         }
 #pragma unroll
-        for (int i = 0; i < size(acc_s); ++i) acc_s(i) = ptx::exp2_approx(acc_s(i) - m_use[(i / 2) % 2]);
+        for (int i = 0; i < size(acc_s); ++i) acc_s(i) = ptx::exp2_approx(fmaf(acc_s(i), c, -mc[(i / 2) % 2]));
         if (key0_tile && quad_lead) {
           // key0 sink +inf: logit +inf == row max +inf -> weight 1 (exp2(inf - inf) would be NaN).
-          if (m_use[0] == INFINITY) acc_s(0) = 1.f;
-          if (m_use[1] == INFINITY) acc_s(2) = 1.f;
+          if (mc[0] == INFINITY) acc_s(0) = 1.f;
+          if (mc[1] == INFINITY) acc_s(2) = 1.f;
         }
 #pragma unroll
         for (int i = 0; i < size(acc_s); ++i) {
           row_sum[(i / 2) % 2] += acc_s(i);
           p_reg(i) = T(acc_s(i));
         }
-        auto sV = make_tensor(make_smem_ptr(sm.v[st] + c * C::kAtomWidth), typename C::template ValueRows<N>{});
+        auto sV = make_tensor(make_smem_ptr(sm.v[st] + col * C::kAtomWidth), typename C::template ValueRows<N>{});
         wgmma_rs(MmaPV{}, p_reg, sV, acc_o, t);
         warpgroup_commit_batch();
         warpgroup_wait<0>();
       };
 
-      sm.q_ready[wg].wait(segments & 1);
-      for (int tile = 0; tile < n_tiles; ++tile, ++it) {
-        issue_tile(tile + kStages - 1);
-        const int st = it % kStages;
-        const int kt = kmin + tile * kBlockN;  // <= kmax; key indices below are relative to kt
+      sm.q_ready[buf][wg].wait((gstep / C::kQBuffers) & 1);
+      for (int j = 0; j < n_tiles; ++j) {
+        const int idx = ta + j + shift;
+        produce();  // before the wait: never waits on a tile this thread still holds
+        const int st = idx % kStages;
+        const int kt = (ta + j) * kBlockN;  // key indices below are relative to kt
         // The tile intersects some row's window (warpgroup-uniform).
         const bool active = wg_live && kt <= hi_last && lo_first - kt <= kBlockN - 1;
-        sm.ready[st].wait((it / kStages) & 1);
+        sm.ready[st].wait((idx / kStages) & 1);
         if (active) {
           // This warpgroup's columns of the tile: [c_lo, c_lo + 16 n) covers every key its rows see.
           const int c_lo = (lo_first - kt > 0 ? lo_first - kt : 0) & ~15;
@@ -330,8 +407,13 @@ __global__ void __launch_bounds__(WindowConfig<typename CuteElement<Tg>::type, k
           else if (n16 == 3) run(Int<48>{});
           else run(Int<kBlockN>{});
         }
-        sm.empty[st].arrive();
+        if (!reuse) release_below(ta + j + 1);  // a wide window's step may hold more tiles than stages
       }
+      // Release what no later step reads: the tiles before the next step's first (all of them
+      // after the last step; several steps per CTA only with reuse).
+      int ta_next = 0, tb_next = -1;
+      if (s + 1 < n_steps) step_tiles(s + 1, ta_next, tb_next);
+      release_below(tb_next >= ta_next ? ta_next : g_last + 1);
 
       // ---- epilogue: the sink policy's finish, staged 16-bit rows, whole-row stores ----
       float out_scale[2];
@@ -340,53 +422,51 @@ __global__ void __launch_bounds__(WindowConfig<typename CuteElement<Tg>::type, k
         float l = row_sum[h];
         l += __shfl_xor_sync(0xffffffffu, l, 1);
         l += __shfl_xor_sync(0xffffffffu, l, 2);
-        const sink::RowFinish f = Sink::finish(row_max[h], l, sink_r[h]);
-        out_scale[h] = f.out_scale;
+        const int head = h_base + (acc_row(h, t) >> pw_shift);
+        const float m_log2 = row_max[h] == -INFINITY ? -INFINITY : row_max[h] * c;
+        const sink::RowFinish fin = Sink::finish(m_log2, l, sink_r[h]);
+        out_scale[h] = fin.out_scale;
         const int rel = wg * pw + (acc_row(h, t) & (pw - 1));
         if (p.lse != nullptr && t % 4 == 0 && rel < live)
-          p.lse[int64_t(head_r[h]) * p.lse_head_stride + q_start + pos0 + rel] = f.lse;
+          p.lse[int64_t(head) * p.lse_head_stride + q_start + pos0 + rel] = fin.lse;
       }
       // Every QK of this warpgroup is done (each ended in warpgroup_wait<0>), so its Q rows are free.
       Tensor o16 = make_tensor_like<T>(acc_o);
 #pragma unroll
       for (int i = 0; i < size(acc_o); ++i) o16(i) = T(acc_o(i) * out_scale[(i / 2) % 2]);
       store_tile_stmatrix<MmaPV>(o16, sQ, t);
-      if (wg == 0) bar_sync(kWindowOutStaged, 128); else bar_sync(kWindowOutStaged + 1, 128);  // ids known to ptxas
-      Tg* out_seg = static_cast<Tg*>(p.out) + (q_start + pos0) * p.out_row_stride + int64_t(h_base) * p.out_head_stride;
+      staged_bar(wg);
+      Tg* out_step = static_cast<Tg*>(p.out) + (q_start + pos0) * p.out_row_stride + int64_t(h_base) * p.out_head_stride;
       const int o_rs = int(p.out_row_stride), o_hs = int(p.out_head_stride);
 #pragma unroll
       for (int n = 0; n < kChunks / 2; ++n) {  // 64 rows x kChunks chunks over 128 threads
         const int idx = t + 128 * n;
-        const int r = idx / kChunks, c = (idx % kChunks) * 8;
+        const int r = idx / kChunks, col = (idx % kChunks) * 8;
         const int rel = wg * pw + (r & (pw - 1));
-        if (rel < live && c < p.d_v)
-          *reinterpret_cast<uint4*>(out_seg + (rel * o_rs + (r >> pw_shift) * o_hs + c)) =
-              *reinterpret_cast<const uint4*>(&sQ(r, c));
+        if (rel < live && col < p.d_v)
+          *reinterpret_cast<uint4*>(out_step + (rel * o_rs + (r >> pw_shift) * o_hs + col)) =
+              *reinterpret_cast<const uint4*>(&sQ(r, col));
       }
-      // Every thread of the warpgroup has read its staged rows before the next segment's Q lands there.
-      if (wg == 0) bar_sync(kWindowOutStaged, 128); else bar_sync(kWindowOutStaged + 1, 128);
+      // Every thread of the warpgroup has read its staged rows before step s + 2's Q lands there.
+      staged_bar(wg);
+      ta = ta_next, tb = tb_next;
     }
-    ++segments;
   }
   cp_async_wait_all();
 #endif
 }
 
-template <int kHeadDim>
-int window_attention_smem_bytes() {
-  return WindowConfig<cutlass::bfloat16_t, kHeadDim>::kSmemBytes;
+template <int kHeadDim, bool kStream>
+Sm90WindowTiling window_attention_tiling() {
+  using C = WindowConfig<cutlass::bfloat16_t, kHeadDim, kStream>;
+  return {C::kSmemBytes, C::kCtaRows, C::kMinBlocksPerSm, C::kStages};
 }
 
-template <int kHeadDim>
-int window_attention_cta_rows() {
-  return WindowConfig<cutlass::bfloat16_t, kHeadDim>::kCtaRows;
-}
-
-template <typename Tg, int kHeadDim, typename Sink>
+template <typename Tg, int kHeadDim, typename Sink, bool kStream>
 void launch_window_attention(const WindowAttentionParams& p, const window_attention::LaunchShape& shape, dim3 grid,
                              cudaStream_t stream) {
-  using C = WindowConfig<typename CuteElement<Tg>::type, kHeadDim>;
-  constexpr auto kernel = window_attention_sm90_kernel<Tg, kHeadDim, Sink>;
+  using C = WindowConfig<typename CuteElement<Tg>::type, kHeadDim, kStream>;
+  constexpr auto kernel = window_attention_sm90_kernel<Tg, kHeadDim, Sink, kStream>;
   reserve_dynamic_smem<kernel>(C::kSmemBytes, "window_attention (sm90)");
   kernel<<<grid, C::kThreads, C::kSmemBytes, stream>>>(p, shape);
   check_launch("window_attention (sm90)");

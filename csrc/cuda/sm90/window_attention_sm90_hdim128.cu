@@ -2,5 +2,5 @@
 #include "window_attention_sm90.cuh"
 
 namespace sinkops::cuda::sm90 {
-SINKOPS_INSTANTIATE_WINDOW_ATTENTION_SM90(128)
+SINKOPS_INSTANTIATE_WINDOW_ATTENTION_SM90(128, true)
 }  // namespace sinkops::cuda::sm90

@@ -1,6 +1,8 @@
-// Instantiation: sm_90a window attention, padded head dim 80, bf16 / fp16 x key0 / null sinks.
+// Instantiation: sm_90a window attention, padded head dim 80, bf16 / fp16 x key0 / null sinks,
+// the streaming kernel and its one-step-per-CTA twin.
 #include "window_attention_sm90.cuh"
 
 namespace sinkops::cuda::sm90 {
-SINKOPS_INSTANTIATE_WINDOW_ATTENTION_SM90(80)
+SINKOPS_INSTANTIATE_WINDOW_ATTENTION_SM90(80, true)
+SINKOPS_INSTANTIATE_WINDOW_ATTENTION_SM90(80, false)
 }  // namespace sinkops::cuda::sm90

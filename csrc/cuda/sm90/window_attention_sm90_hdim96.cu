@@ -2,5 +2,5 @@
 #include "window_attention_sm90.cuh"
 
 namespace sinkops::cuda::sm90 {
-SINKOPS_INSTANTIATE_WINDOW_ATTENTION_SM90(96)
+SINKOPS_INSTANTIATE_WINDOW_ATTENTION_SM90(96, true)
 }  // namespace sinkops::cuda::sm90

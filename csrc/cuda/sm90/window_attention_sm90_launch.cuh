@@ -5,6 +5,8 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <cstdint>
+
 #include "../static_switch.cuh"
 #include "../window_attention_launch.cuh"
 #include "sinkops/window_attention_params.h"
@@ -13,26 +15,43 @@ namespace sinkops::cuda::sm90 {
 
 using Sm90WindowHeadDims = HeadDims<64, 80, 96, 128>;
 
+// What the host needs of one kernel variant before launching it.
+struct Sm90WindowTiling {
+  int smem_bytes;   // dynamic shared memory per CTA
+  int cta_rows;     // rows of one step: 64 per warpgroup
+  int ctas_per_sm;  // resident CTAs per SM the kernel is built for
+  int stages;       // K/V tiles in the ring
+};
+// kStream: one CTA per SM over a run of steps (every head dim); else one step per CTA at 2 CTAs
+// per SM, compiled where it differs (kHasOneStepKernel: d <= 80).
+template <int kHeadDim, bool kStream>
+Sm90WindowTiling window_attention_tiling();
 template <int kHeadDim>
-int window_attention_smem_bytes();
-template <int kHeadDim>
-int window_attention_cta_rows();  // 64 per warpgroup
+constexpr bool kHasOneStepKernel = kHeadDim <= 80;
 
-template <typename T, int kHeadDim, typename Sink>
+constexpr int kTileKeys = 64;  // keys per K/V tile
+// Whether consecutive steps of `positions` positions (one CTA's blocks of rows) can keep the K/V
+// tiles they share in a ring of `stages` tiles: both window sides bounded, and one step's keys (at
+// most positions + left + right, anywhere on the 64-key grid) span at most `stages` tiles.
+__host__ __device__ inline bool steps_share_tiles(int left, int right, int positions, int stages) {
+  return left >= 0 && right >= 0 && (int64_t(positions) + left + right + kTileKeys - 2) / kTileKeys + 1 <= stages;
+}
+
+template <typename T, int kHeadDim, typename Sink, bool kStream>
 void launch_window_attention(const WindowAttentionParams& p, const window_attention::LaunchShape& shape, dim3 grid,
                              cudaStream_t stream);
 
-// The body of window_attention_sm90_hdim<D>.cu: every dtype x sink policy of head dim D.
-#define SINKOPS_INSTANTIATE_WINDOW_ATTENTION_SM90(D)                                                   \
-  template int window_attention_smem_bytes<D>();                                                     \
-  template int window_attention_cta_rows<D>();                                                       \
-  template void launch_window_attention<__nv_bfloat16, D, sink::Key0Sink>(                           \
-      const WindowAttentionParams&, const window_attention::LaunchShape&, dim3, cudaStream_t);       \
-  template void launch_window_attention<__nv_bfloat16, D, sink::NullSink>(                           \
-      const WindowAttentionParams&, const window_attention::LaunchShape&, dim3, cudaStream_t);       \
-  template void launch_window_attention<__half, D, sink::Key0Sink>(                                  \
-      const WindowAttentionParams&, const window_attention::LaunchShape&, dim3, cudaStream_t);       \
-  template void launch_window_attention<__half, D, sink::NullSink>(                                  \
+// The body of window_attention_sm90_hdim<D>.cu: every dtype x sink policy of one variant of head
+// dim D (the streaming one for every D, the one-step one where kHasOneStepKernel<D>).
+#define SINKOPS_INSTANTIATE_WINDOW_ATTENTION_SM90(D, STREAM)                                            \
+  template Sm90WindowTiling window_attention_tiling<D, STREAM>();                                       \
+  template void launch_window_attention<__nv_bfloat16, D, sink::Key0Sink, STREAM>(                      \
+      const WindowAttentionParams&, const window_attention::LaunchShape&, dim3, cudaStream_t);          \
+  template void launch_window_attention<__nv_bfloat16, D, sink::NullSink, STREAM>(                      \
+      const WindowAttentionParams&, const window_attention::LaunchShape&, dim3, cudaStream_t);          \
+  template void launch_window_attention<__half, D, sink::Key0Sink, STREAM>(                             \
+      const WindowAttentionParams&, const window_attention::LaunchShape&, dim3, cudaStream_t);          \
+  template void launch_window_attention<__half, D, sink::NullSink, STREAM>(                             \
       const WindowAttentionParams&, const window_attention::LaunchShape&, dim3, cudaStream_t);
 
 }  // namespace sinkops::cuda::sm90
