@@ -321,6 +321,29 @@ def test_cuda_sm90_steps_per_cta(monkeypatch, c, steps):
 
 
 @pytest.mark.gpu
+def test_cuda_sm90_steps_per_cta_across_grid_z(monkeypatch):
+    """Runs of several steps per CTA while the CTAs also loop over more segments than the grid's z
+    limit (each CTA carries its K/V stream and Q-buffer phases from one segment to the next): 70000
+    segments of 7 tokens, 64 query heads on one kv head (3 positions a step: 3 steps a segment),
+    window (0, 0), so out == v bit for bit and lse == the scaled q.k."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    monkeypatch.setenv("SINKOPS_WA90_STEPS", "3")
+    n_seg, seg, hq, d = 70000, 7, 64, 64
+    n = n_seg * seg
+    g = torch.Generator(device="cuda").manual_seed(4321)
+    q = torch.randn(n, hq, d, device="cuda", generator=g, dtype=BF16)
+    k = torch.randn(n, 1, d, device="cuda", generator=g, dtype=BF16)
+    v = torch.randn(n, 1, d, device="cuda", generator=g, dtype=BF16)
+    cu = torch.arange(0, n + 1, seg, dtype=torch.int32, device="cuda")
+    case = dict(q=q, k=k, v=v, cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=seg, max_seqlen_k=seg)
+    out, lse = run_window(BY_NAME["cuda"], case, (0, 0), None, "none")
+    assert torch.equal(out, v.expand(n, hq, d))
+    x = torch.einsum("thd,td->ht", q.float(), k[:, 0].float()) * d ** -0.5
+    assert torch.allclose(lse, x, atol=1e-3, rtol=1e-4)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("scale", [0.0, -0.3, 1e-30])
 def test_cuda_window_scale_edge_values(scale):
     """The sm_90a kernel keeps the row max on raw logits (scale > 0 enters the exponent), so a zero
