@@ -57,7 +57,8 @@ bool window_attention_sm90_takes(const WindowAttentionParams& p, int smem_optin)
   head_dim_switch(Sm90WindowHeadDims{}, d, "window_attention (sm90)", [&](auto head_dim) {
     constexpr int kHeadDim = decltype(head_dim)::value;
     fits = window_attention_tiling<kHeadDim, true>().smem_bytes <= smem_optin;
-    if constexpr (kHasOneStepKernel<kHeadDim>) fits = fits && window_attention_tiling<kHeadDim, false>().smem_bytes <= smem_optin;
+    if constexpr (kHasOneStepKernel<kHeadDim>)
+      fits = fits && window_attention_tiling<kHeadDim, false>().smem_bytes <= smem_optin;
   });
   return fits;
 }

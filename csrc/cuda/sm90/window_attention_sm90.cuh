@@ -107,7 +107,8 @@ struct WindowConfig {
       GMMA::rs_op_selector<T, T, float, Shape<_64, Int<kHeadDim>, _16>, GMMA::Major::K, GMMA::Major::MN>()));
 
   struct Smem {
-    alignas(1024) T q[kQBuffers][kConsumers][kRowsPerWg * kHeadDim];  // [step % buffers][consumer] [64 rows, d] Tiles<64>; then its staged O
+    // [step % buffers][consumer] [64 rows, d] Tiles<64>: a step's Q, then its staged O
+    alignas(1024) T q[kQBuffers][kConsumers][kRowsPerWg * kHeadDim];
     alignas(1024) T k[kStages][kBlockN * kHeadDim];        // [64 keys, d]   Tiles<64>
     alignas(1024) T v[kStages][kBlockN * kHeadDim];        // [64 keys, d_v] Tiles<64>
     Barrier q_ready[kQBuffers][kConsumers];
@@ -192,7 +193,9 @@ __global__ void __launch_bounds__(WindowConfig<typename CuteElement<Tg>::type, k
     // Positions are tested as offsets against live (pos0 + P - 1 could wrap int32).
     auto live_of = [&](int s) { return sq - pos_begin - s * P < P ? sq - pos_begin - s * P : P; };
     // Window bounds of the row at position pos (< sq) of this segment.
-    auto bounds = [&](int pos, int& lo, int& hi) { row_bounds_diag(pos + off, p.window_left, p.window_right, sk, lo, hi); };
+    auto bounds = [&](int pos, int& lo, int& hi) {
+      row_bounds_diag(pos + off, p.window_left, p.window_right, sk, lo, hi);
+    };
     // Key tiles of the segment sit on a fixed grid (tile g = keys 64 g .. 64 g + 63, so key 0 is
     // column 0 of tile 0); step s reads tiles ta..tb (none when tb < ta).
     auto step_tiles = [&](int s, int& ta, int& tb) {
@@ -436,7 +439,8 @@ __global__ void __launch_bounds__(WindowConfig<typename CuteElement<Tg>::type, k
       for (int i = 0; i < size(acc_o); ++i) o16(i) = T(acc_o(i) * out_scale[(i / 2) % 2]);
       store_tile_stmatrix<MmaPV>(o16, sQ, t);
       staged_bar(wg);
-      Tg* out_step = static_cast<Tg*>(p.out) + (q_start + pos0) * p.out_row_stride + int64_t(h_base) * p.out_head_stride;
+      Tg* out_step =
+          static_cast<Tg*>(p.out) + (q_start + pos0) * p.out_row_stride + int64_t(h_base) * p.out_head_stride;
       const int o_rs = int(p.out_row_stride), o_hs = int(p.out_head_stride);
 #pragma unroll
       for (int n = 0; n < kChunks / 2; ++n) {  // 64 rows x kChunks chunks over 128 threads
