@@ -324,12 +324,13 @@ def test_cuda_sm90_steps_per_cta(monkeypatch, c, steps):
 def test_cuda_sm90_steps_per_cta_across_grid_z(monkeypatch):
     """Runs of several steps per CTA while the CTAs also loop over more segments than the grid's z
     limit (each CTA carries its K/V stream and Q-buffer phases from one segment to the next): 70000
-    segments of 7 tokens, 64 query heads on one kv head (3 positions a step: 3 steps a segment),
-    window (0, 0), so out == v bit for bit and lse == the scaled q.k."""
+    segments of 9 tokens, 64 query heads on one kv head (4 warpgroups of one position: 4 positions
+    a step, 3 steps a segment, the last partial), window (0, 0), so out == v bit for bit and lse ==
+    the scaled q.k."""
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA device")
     monkeypatch.setenv("SINKOPS_WA90_STEPS", "3")
-    n_seg, seg, hq, d = 70000, 7, 64, 64
+    n_seg, seg, hq, d = 70000, 9, 64, 64
     n = n_seg * seg
     g = torch.Generator(device="cuda").manual_seed(4321)
     q = torch.randn(n, hq, d, device="cuda", generator=g, dtype=BF16)

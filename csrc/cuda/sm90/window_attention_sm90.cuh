@@ -17,11 +17,14 @@
 //    sink is folded once per row at the end. Both come from the shared sink policy. The CTA loads
 //    its tiles in order, once: consecutive steps of a narrow window keep the tiles they share
 //    (steps_share_tiles; the launcher gives every other window one step per CTA).
-//  * Per tile and warpgroup: only the 16-key chunks its rows' windows touch (N = 16..64 keys, a
-//    compile-time variant each: a +-64 warpgroup computes 144 of its 3 tiles' 192 keys), S = Q K^T
-//    (SS wgmma, 64 x N), the mask only in chunks that cut some row's window, an online softmax on
-//    raw logits (the scale, > 0, enters the exponent's FFMA), O += P V (RS wgmma, P from
-//    registers). Tiles no row of the warpgroup sees are skipped (but still released).
+//  * Per block and warpgroup: only the 16-key chunks its rows' windows touch (N = 16 n keys, a
+//    compile-time variant each), S = Q K^T (SS wgmma, 64 x N), the mask only in chunks that cut
+//    some row's window, an online softmax on raw logits (the scale, > 0, enters the exponent's
+//    FFMA), O += P V (RS wgmma, P from registers). v6, streaming at d 80: a block is up to
+//    kMaxChunks chunks from the warpgroup's first key, across tiles (the ring's first tiles are
+//    mirrored after its end, so a block is contiguous in shared memory): a +-64 window is one
+//    block of 144 / 192 keys, one pass, no rescale. Else (v5) a block is the part of one tile the
+//    warpgroup's rows see (a +-64 warpgroup: 144 of its 3 tiles' 192 keys).
 //  * No producer warps: ptxas allocates every warp for the kernel's launch bound, whatever
 //    setmaxnreg does later (a producer next to the consumers could not launch or spilled). So all
 //    warpgroups copy: each its own Q rows, all threads a share of every K/V tile, up to kStages
@@ -69,11 +72,12 @@ struct WindowConfig {
   static constexpr int kBlockN = kHeadDim <= 80 ? SINKOPS_WA90_BLOCK_N : 64;
   // Streaming: one CTA per SM computes several consecutive steps (blocks of P positions), so its
   // loads for the next step overlap this one and a narrow window's steps share their K/V tiles.
-  // d 64: three warpgroups (a K/V tile serves 192 rows) at 168 registers; d 80..128: two at up to
-  // 255 (three spilled 112-300 bytes). With 2 CTAs x 2 warpgroups at 128 registers the step loop
-  // spilled ~300 bytes into the softmax (bench/NOTES.md). One step per CTA (d <= 80): 2 CTAs per
-  // SM at 128 registers, so one CTA's loads and softmax hide behind the other's MMAs.
-  static constexpr int kConsumers = kStream && kHeadDim <= 64 ? 3 : 2;
+  // d 64: four warpgroups at 128 registers (16 B spilled; a K/V tile serves 256 rows): the kernel
+  // is bound by each warp's dependent instructions, so a fourth warp per scheduler beat three at
+  // 168 registers with 144-key blocks by 9-17 % (bench/NOTES.md, "Window v6"); d 80..128: two at
+  // up to 255. One step per CTA (d <= 80): 2 CTAs per SM at 128 registers, so one CTA's loads and
+  // softmax hide behind the other's MMAs.
+  static constexpr int kConsumers = kStream && kHeadDim <= 64 ? 4 : 2;
   static constexpr int kThreads = 128 * kConsumers;  // no producer: the consumers load (below)
   static constexpr int kMinBlocksPerSm = !kStream && kHeadDim <= 80 ? 2 : 1;
   // K/V tiles in the ring. Streaming: enough that a +-64 window's step keeps its tiles for the
@@ -82,6 +86,24 @@ struct WindowConfig {
   // step per CTA: a +-64 window's 3 tiles at once (2 CTAs x 64-100 KB).
   static constexpr int kStages = kStream ? (kHeadDim <= 96 ? 6 : 5) : (kHeadDim <= 80 ? 3 : 5);
   static constexpr int kQBuffers = kStream ? 2 : 1;  // the next step's Q loads beside this one's
+  // Streaming at d 80, a warpgroup computes its keys in blocks of up to kMaxChunks 16-key chunks
+  // from its first row's first key: one S = Q K^T, softmax and O += P V per block. A +-64 window
+  // of 16 positions is one block of 144 keys, of 64 positions 192 keys (12 chunks): one pass, no
+  // rescale (v6). A block is contiguous in the ring: the ring's first kMirrorTiles stages are also
+  // written after its last, so a block that wraps reads them there. Elsewhere a block is the part
+  // of one tile a warpgroup sees: d 64 has no registers for a wider S at 4 warpgroups (9 chunks
+  // at 3 warpgroups lost to them), d 96 / 128 no shared memory for the mirror.
+  // (SINKOPS_WA90_CHUNKS_D64 / _D80 override them: tuning runs only.)
+#ifndef SINKOPS_WA90_CHUNKS_D64
+#define SINKOPS_WA90_CHUNKS_D64 4
+#endif
+#ifndef SINKOPS_WA90_CHUNKS_D80
+#define SINKOPS_WA90_CHUNKS_D80 12
+#endif
+  static constexpr int kMaxChunks =
+      !kStream ? 4 : kHeadDim <= 64 ? SINKOPS_WA90_CHUNKS_D64 : kHeadDim <= 80 ? SINKOPS_WA90_CHUNKS_D80 : 4;
+  static constexpr int kMirrorTiles = kMaxChunks > 4 ? (16 * (kMaxChunks - 1) + kBlockN - 1) / kBlockN : 0;
+  static constexpr int kRingRows = (kStages + kMirrorTiles) * kBlockN;  // key rows of the K (and V) ring
   static constexpr int kCtaRows = 64 * kConsumers;
   static constexpr int kChunks = kHeadDim / 8;  // 16-byte chunks per row
   static_assert(kHeadDim % 16 == 0 && kHeadDim <= 128, "the sm90 window kernel covers head dims 16..128");
@@ -93,14 +115,26 @@ struct WindowConfig {
   template <int kRows>
   using Tiles = decltype(tile_to_shape(Atom{}, Shape<Int<kRows>, Int<kHeadDim>>{}, Step<_1, _2>{}));
   static constexpr int kAtomWidth = size<1>(Atom{});  // elements; a tile row r starts at r * kAtomWidth
-  // A warpgroup computes only the 16-key chunks [c, c + N) of a tile that its rows' windows touch
-  // (a +-64 window's warpgroup needs 144 of the 192 keys of its 3 tiles). The views of those N
-  // keys of a stage (the pointer moved by c rows, c a multiple of 16: the swizzle phase is kept):
-  // K as [N keys, d] for the QK MMA, V^T as [d_v channels, N keys] for the PV MMA.
+  // With a mirror the K and V buffers are one Tiles<kRingRows> each (stage st = rows 64 st ..
+  // 64 st + 63 of every column atom), so a block's keys are contiguous in every column atom; else
+  // kStages Tiles<64> (a block stays inside its tile). Ring row r = key r % 64 of stage r / 64.
+  static constexpr int kViewRows = kMirrorTiles > 0 ? kRingRows : kBlockN;
+  using View = Tiles<kViewRows>;
+  // Elements from a buffer's start to the view holding stage st, and st's first row in it.
+  static __device__ __forceinline__ int stage_offset(int st) {
+    return kMirrorTiles > 0 ? 0 : st * kBlockN * kHeadDim;
+  }
+  static __device__ __forceinline__ int stage_row(int st) { return kMirrorTiles > 0 ? st * kBlockN : 0; }
+  // Elements to ring row r (a multiple of 16: the swizzle phase is kept).
+  static __device__ __forceinline__ int row_offset(int r) {
+    return stage_offset(r / kBlockN) + (stage_row(r / kBlockN) + r % kBlockN) * kAtomWidth;
+  }
+  // The N keys from a ring row: K as [N keys, d] for the QK MMA, V^T as [d_v channels, N keys]
+  // for the PV MMA.
   template <int N>
-  using KeyRows = decltype(composition(Tiles<kBlockN>{}, Layout<Shape<Int<N>, Int<kHeadDim>>, Stride<_1, Int<kBlockN>>>{}));
+  using KeyRows = decltype(composition(View{}, Layout<Shape<Int<N>, Int<kHeadDim>>, Stride<_1, Int<kViewRows>>>{}));
   template <int N>
-  using ValueRows = decltype(composition(Tiles<kBlockN>{}, Layout<Shape<Int<kHeadDim>, Int<N>>, Stride<Int<kBlockN>, _1>>{}));
+  using ValueRows = decltype(composition(View{}, Layout<Shape<Int<kHeadDim>, Int<N>>, Stride<Int<kViewRows>, _1>>{}));
   template <int N>
   using MmaQK = decltype(make_tiled_mma(GMMA::ss_op_selector<T, T, float, Shape<_64, Int<N>, _16>>()));
   using MmaPV = decltype(make_tiled_mma(
@@ -109,20 +143,32 @@ struct WindowConfig {
   struct Smem {
     // [step % buffers][consumer] [64 rows, d] Tiles<64>: a step's Q, then its staged O
     alignas(1024) T q[kQBuffers][kConsumers][kRowsPerWg * kHeadDim];
-    alignas(1024) T k[kStages][kBlockN * kHeadDim];        // [64 keys, d]   Tiles<64>
-    alignas(1024) T v[kStages][kBlockN * kHeadDim];        // [64 keys, d_v] Tiles<64>
+    alignas(1024) T k[kRingRows * kHeadDim];  // [stages + mirror][64 keys, d]   (View)
+    alignas(1024) T v[kRingRows * kHeadDim];  // [stages + mirror][64 keys, d_v] (View)
     Barrier q_ready[kQBuffers][kConsumers];
     Barrier ready[kStages], empty[kStages];
   };
   static constexpr int kSmemBytes = sizeof(Smem);
 };
 
-// Named barrier 1 + wg (the 128 threads of consumer wg): its staged output is complete / read.
+// Named barrier 1 + wg (the 128 threads of consumer wg, up to 4): its staged output is complete / read.
 // Literal ids per warpgroup, so ptxas knows which barrier each bar.sync uses.
 __device__ __forceinline__ void staged_bar(int wg) {
   if (wg == 0) bar_sync(1, 128);
   else if (wg == 1) bar_sync(2, 128);
-  else bar_sync(3, 128);
+  else if (wg == 2) bar_sync(3, 128);
+  else bar_sync(4, 128);
+}
+
+// Calls f(Int<16 n>{}) for the runtime n in [1, kMax], testing the widest first.
+template <int kMax, typename F>
+__device__ __forceinline__ void dispatch_chunks(int n, F&& f) {
+  if constexpr (kMax == 1) {
+    f(Int<16>{});
+  } else {
+    if (n == kMax) f(Int<16 * kMax>{});
+    else dispatch_chunks<kMax - 1>(n, f);
+  }
 }
 
 // Sink: sink::Key0Sink or sink::NullSink (no sink = NullSink without a sinks tensor).
@@ -139,7 +185,9 @@ __global__ void __launch_bounds__(WindowConfig<typename CuteElement<Tg>::type, k
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   auto& sm = *reinterpret_cast<typename C::Smem*>(smem_raw);
 
-  const int wg = threadIdx.x / 128, t = threadIdx.x % 128;
+  // wg through a shuffle: ptxas then knows it is warp-uniform (the stage / buffer addresses and the
+  // wgmma descriptors built from it stay in uniform registers).
+  const int wg = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0), t = threadIdx.x % 128;
   // Rows of a warpgroup: Hc heads x Pw positions, head-major (Hc, Pw powers of two, Hc Pw = 64).
   const int P = shape.positions_per_cta;  // positions of one step (all warpgroups)
   const int pw = P / C::kConsumers;
@@ -247,8 +295,11 @@ __global__ void __launch_bounds__(WindowConfig<typename CuteElement<Tg>::type, k
       const int st = issued % kStages;
       sm.empty[st].wait(((issued / kStages) & 1) ^ 1);
       const int kt = (issued - shift) * kBlockN;  // < sk
-      auto sK = make_tensor(make_smem_ptr(sm.k[st]), typename C::template Tiles<kBlockN>{});
-      auto sV = make_tensor(make_smem_ptr(sm.v[st]), typename C::template Tiles<kBlockN>{});
+      auto sK = make_tensor(make_smem_ptr(sm.k + C::stage_offset(st)), typename C::View{});
+      auto sV = make_tensor(make_smem_ptr(sm.v + C::stage_offset(st)), typename C::View{});
+      const int row0 = C::stage_row(st);
+      const bool mirror = C::kMirrorTiles > 0 && st < C::kMirrorTiles;  // also after the ring's end
+      constexpr int kMirrorRow = kStages * kBlockN;
       const Tg* k_tile = k + (k_start + kt) * p.k_row_stride + int64_t(hk) * p.k_head_stride;
       const Tg* v_tile = v + (k_start + kt) * p.v_row_stride + int64_t(hk) * p.v_head_stride;
 #pragma unroll
@@ -258,8 +309,14 @@ __global__ void __launch_bounds__(WindowConfig<typename CuteElement<Tg>::type, k
         const int r = idx / kChunks, col = (idx % kChunks) * 8;
         const bool row_ok = r < sk - kt;  // a key of the segment
         const bool k_ok = row_ok && col < p.d, v_ok = row_ok && col < p.d_v;
-        cp_async_16_zfill_l2(&sK(r, col), k_ok ? k_tile + (r * k_rs + col) : k, k_ok);
-        cp_async_16_zfill_l2(&sV(r, col), v_ok ? v_tile + (r * v_rs + col) : v, v_ok);
+        const Tg* k_src = k_ok ? k_tile + (r * k_rs + col) : k;
+        const Tg* v_src = v_ok ? v_tile + (r * v_rs + col) : v;
+        cp_async_16_zfill_l2(&sK(row0 + r, col), k_src, k_ok);
+        cp_async_16_zfill_l2(&sV(row0 + r, col), v_src, v_ok);
+        if (mirror) {
+          cp_async_16_zfill_l2(&sK(kMirrorRow + row0 + r, col), k_src, k_ok);
+          cp_async_16_zfill_l2(&sV(kMirrorRow + row0 + r, col), v_src, v_ok);
+        }
       }
       cp_async_arrive(sm.ready[st]);
       ++issued;
@@ -289,7 +346,6 @@ __global__ void __launch_bounds__(WindowConfig<typename CuteElement<Tg>::type, k
       const int buf = gstep % C::kQBuffers;
       if (kStream && s + 1 < n_steps) load_q(s + 1, buf ^ 1);  // the next step's rows land while this one computes
       const int pos0 = pos_begin + s * P, live = live_of(s);
-      const int n_tiles = tb - ta + 1;
 
       // ---- warpgroup wg: its 64 rows of the step ----
       // This thread's two accumulator rows (acc_row(0 / 1)): their window bounds.
@@ -313,25 +369,27 @@ __global__ void __launch_bounds__(WindowConfig<typename CuteElement<Tg>::type, k
         bounds(pos0 + last, lo_last, hi_last);
       }
 
+      // The warpgroup's keys [k_first, k_last]: its first row's first key (down to a 16-key chunk)
+      // to its last row's last key, inside the step's tiles (step_tiles).
+      const int k_first = lo_first & ~15, k_last = wg_live ? hi_last : -1;
       Tensor acc_o = partition_fragment_C(MmaPV{}, Shape<_64, Int<kHeadDim>>{});
       clear(acc_o);
       float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};  // raw logits / log2 units
       auto sQ = make_tensor(make_smem_ptr(sm.q[buf][wg]), typename C::template Tiles<64>{});
 
-      // N columns of a stage starting at key kc (column `col` of its tile): S = Q K^T, the online
-      // softmax, O += P V.
-      auto tile_body = [&](auto n_keys, int st, int kc, int col) {
+      // A block: N keys from key kc at ring row `ring_row`: S = Q K^T, the online softmax, O += P V.
+      auto block_body = [&](auto n_keys, int ring_row, int kc) __attribute__((always_inline)) {
         constexpr int N = decltype(n_keys)::value;
         using MmaQK = typename C::template MmaQK<N>;
         Tensor acc_s = partition_fragment_C(MmaQK{}, Shape<_64, Int<N>>{});             // S, then P (fp32)
         Tensor p_reg = make_tensor<T>(partition_shape_A(MmaPV{}, Shape<_64, Int<N>>{}));  // P (16-bit)
-        auto sK = make_tensor(make_smem_ptr(sm.k[st] + col * C::kAtomWidth), typename C::template KeyRows<N>{});
+        auto sK = make_tensor(make_smem_ptr(sm.k + C::row_offset(ring_row)), typename C::template KeyRows<N>{});
         wgmma_ss(MmaQK{}, sQ, sK, acc_s, true, t);
         warpgroup_commit_batch();
         warpgroup_wait<0>();
         // Straight-line code per element (no per-element branches: ptxas turned those into
         // BSSY/BSYNC pairs, ~10 instructions an element); raw logits until the exponent.
-        const bool key0_tile = Sink::kKey0Bias && kc == 0;
+        const bool key0_tile = Sink::kKey0Bias && kc == 0;  // blocks start on 16-key chunks
         const bool quad_lead = t % 4 == 0;  // holds column 0 (elements 0 and 2)
         if (key0_tile && quad_lead) {  // column 0 of tile 0 = the segment's key 0
           acc_s(0) += bias_raw[0];
@@ -367,8 +425,9 @@ __global__ void __launch_bounds__(WindowConfig<typename CuteElement<Tg>::type, k
           mc[h] = mx == -INFINITY ? 0.f : mx * c;  // never -inf - -inf
           row_sum[h] *= alpha[h];
         }
-        // O is rescaled only when some row of the warp has a new max (warp-uniform branch).
-        if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
+        // O is rescaled only when some row of the warp has a new max (warp-uniform branch), never
+        // after the first block (O is zero: a narrow window's only block).
+        if (kc != k_first && __any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
 #pragma unroll
           for (int i = 0; i < size(acc_o); ++i) acc_o(i) *= alpha[(i / 2) % 2];
         }
@@ -384,39 +443,62 @@ __global__ void __launch_bounds__(WindowConfig<typename CuteElement<Tg>::type, k
           row_sum[(i / 2) % 2] += acc_s(i);
           p_reg(i) = T(acc_s(i));
         }
-        auto sV = make_tensor(make_smem_ptr(sm.v[st] + col * C::kAtomWidth), typename C::template ValueRows<N>{});
+        auto sV = make_tensor(make_smem_ptr(sm.v + C::row_offset(ring_row)), typename C::template ValueRows<N>{});
         wgmma_rs(MmaPV{}, p_reg, sV, acc_o, t);
         warpgroup_commit_batch();
         warpgroup_wait<0>();
       };
 
       sm.q_ready[buf][wg].wait((gstep / C::kQBuffers) & 1);
-      for (int j = 0; j < n_tiles; ++j) {
-        const int idx = ta + j + shift;
-        produce();  // before the wait: never waits on a tile this thread still holds
-        const int st = idx % kStages;
-        const int kt = (ta + j) * kBlockN;  // key indices below are relative to kt
-        // The tile intersects some row's window (warpgroup-uniform).
-        const bool active = wg_live && kt <= hi_last && lo_first - kt <= kBlockN - 1;
-        sm.ready[st].wait((idx / kStages) & 1);
-        if (active) {
-          // This warpgroup's columns of the tile: [c_lo, c_lo + 16 n) covers every key its rows see.
-          const int c_lo = (lo_first - kt > 0 ? lo_first - kt : 0) & ~15;
-          const int c_end = hi_last - kt + 1 < kBlockN ? hi_last - kt + 1 : kBlockN;
-          const int n16 = (c_end - c_lo + 15) / 16;
-          auto run = [&](auto n_keys) { tile_body(n_keys, st, kt + c_lo, c_lo); };
-          if (n16 == 1) run(Int<16>{});
-          else if (n16 == 2) run(Int<32>{});
-          else if (n16 == 3) run(Int<48>{});
-          else run(Int<kBlockN>{});
+      if constexpr (C::kMirrorTiles > 0) {
+        // Its blocks: up to kMaxChunks chunks each, contiguous in the ring. Every thread produces
+        // first, live rows or not: the others wait on its share of the tiles.
+        produce();
+        for (int kb = k_first; kb <= k_last;) {
+          const int g0 = unsigned(kb) / kBlockN;  // kb >= 0
+          const int ring_row = (unsigned(g0 + shift) % kStages) * kBlockN + (kb & (kBlockN - 1));
+          int n16 = (unsigned(k_last - kb) >> 4) + 1;
+          n16 = n16 < C::kMaxChunks ? n16 : C::kMaxChunks;
+          n16 = n16 < (C::kRingRows - ring_row) / 16 ? n16 : (C::kRingRows - ring_row) / 16;  // contiguous in the ring
+          const int g1 = unsigned(kb + 16 * n16 - 1) / kBlockN;
+          if (!reuse) release_below(g0);  // a wide window's step may hold more tiles than stages
+          produce();                      // before the waits: never waits on a tile this thread still holds
+          for (int g = g0; g <= g1; ++g) sm.ready[(g + shift) % kStages].wait(((g + shift) / kStages) & 1);
+          // Widest first (a narrow window's every block): an if chain, not a switch (its jump
+          // table, an indirect branch per block, cost ~7 %).
+          dispatch_chunks<C::kMaxChunks>(n16, [&](auto n_keys) __attribute__((always_inline)) {
+            block_body(n_keys, ring_row, kb);
+          });
+          kb += 16 * n16;
         }
-        if (!reuse) release_below(ta + j + 1);  // a wide window's step may hold more tiles than stages
+      } else {
+        // v5's loop: every tile of the step, the warpgroup's columns of it (blocks that cross
+        // tiles without a mirror ran 2-5 % slower).
+        for (int j = 0; j < tb - ta + 1; ++j) {
+          const int idx = ta + j + shift;
+          produce();  // before the wait: never waits on a tile this thread still holds
+          const int st = idx % kStages;
+          const int kt = (ta + j) * kBlockN;  // key indices below are relative to kt
+          // The tile intersects some row's window (warpgroup-uniform).
+          const bool active = wg_live && kt <= hi_last && lo_first - kt <= kBlockN - 1;
+          sm.ready[st].wait((idx / kStages) & 1);
+          if (active) {
+            // This warpgroup's columns of the tile: [c_lo, c_lo + 16 n) covers every key its rows see.
+            const int c_lo = (lo_first - kt > 0 ? lo_first - kt : 0) & ~15;
+            const int c_end = hi_last - kt + 1 < kBlockN ? hi_last - kt + 1 : kBlockN;
+            dispatch_chunks<kBlockN / 16>((c_end - c_lo + 15) / 16, [&](auto n_keys) __attribute__((always_inline)) {
+              block_body(n_keys, st * kBlockN + c_lo, kt + c_lo);
+            });
+          }
+          if (!reuse) release_below(ta + j + 1);  // a wide window's step may hold more tiles than stages
+        }
       }
       // Release what no later step reads: the tiles before the next step's first (all of them
       // after the last step; several steps per CTA only with reuse).
       int ta_next = 0, tb_next = -1;
       if (s + 1 < n_steps) step_tiles(s + 1, ta_next, tb_next);
       release_below(tb_next >= ta_next ? ta_next : g_last + 1);
+      ta = ta_next, tb = tb_next;
 
       // ---- epilogue: the sink policy's finish, staged 16-bit rows, whole-row stores ----
       float out_scale[2];
@@ -453,7 +535,6 @@ __global__ void __launch_bounds__(WindowConfig<typename CuteElement<Tg>::type, k
       }
       // Every thread of the warpgroup has read its staged rows before step s + 2's Q lands there.
       staged_bar(wg);
-      ta = ta_next, tb = tb_next;
     }
   }
   cp_async_wait_all();
