@@ -77,7 +77,13 @@ struct WindowConfig {
   // 168 registers with 144-key blocks by 9-17 % (bench/NOTES.md, "Window v6"); d 80..128: two at
   // up to 255. One step per CTA (d <= 80): 2 CTAs per SM at 128 registers, so one CTA's loads and
   // softmax hide behind the other's MMAs.
-  static constexpr int kConsumers = kStream && kHeadDim <= 64 ? 4 : 2;
+  // (SINKOPS_WA90_D80_WARPGROUPS=3 with SINKOPS_WA90_CHUNKS_D80=4: 3 warpgroups of 64-key tiles at
+  // d 80, measured 7 % faster on 16 x 1024 d 80 but not yet sanitized: bench/NOTES.md, "Window v6".)
+#ifndef SINKOPS_WA90_D80_WARPGROUPS
+#define SINKOPS_WA90_D80_WARPGROUPS 2
+#endif
+  static constexpr int kConsumers =
+      kStream && kHeadDim <= 64 ? 4 : kStream && kHeadDim <= 80 ? SINKOPS_WA90_D80_WARPGROUPS : 2;
   static constexpr int kThreads = 128 * kConsumers;  // no producer: the consumers load (below)
   static constexpr int kMinBlocksPerSm = !kStream && kHeadDim <= 80 ? 2 : 1;
   // K/V tiles in the ring. Streaming: enough that a +-64 window's step keeps its tiles for the
