@@ -43,6 +43,22 @@ def copy_bandwidth(device):
     return 2 * x.numel() / (graph_us(lambda: y.copy_(x), replays=20) * 1e-6)
 
 
+def make_case(layout, b, sq, hq, topk, dev):
+    """One case's inputs (seed 0): q, the packed FP8 cache of a random latent pool, random valid
+    top-k slots, sinks, the softmax scale."""
+    import sinkops
+
+    torch.manual_seed(0)
+    dqk = 512 if layout == "v4" else 576
+    latent = (torch.randn(POOL_TOKENS, dqk, device=dev) * 0.5).to(torch.bfloat16)
+    cache = sinkops.pack_kv_cache(latent, layout, BLOCK)
+    del latent
+    q = torch.randn(b, sq, hq, dqk, device=dev, dtype=torch.bfloat16)
+    idx = torch.randint(0, POOL_TOKENS, (b, sq, topk), device=dev, dtype=torch.int32)
+    sink = torch.randn(hq, device=dev, dtype=torch.float32)
+    return q, cache, idx, sink, dqk ** -0.5
+
+
 def main():
     import sinkops
 
@@ -63,15 +79,8 @@ def main():
     print("|---|---|---|---|---|---|---|---|---|")
     rows = []
     for name, layout, b, sq, hq, topk in (CASES[:1] + CASES[3:5] if args.quick else CASES):
-        torch.manual_seed(0)
-        dqk = 512 if layout == "v4" else 576
-        latent = (torch.randn(POOL_TOKENS, dqk, device=dev) * 0.5).to(torch.bfloat16)
-        cache = sinkops.pack_kv_cache(latent, layout, BLOCK)
-        del latent
-        q = torch.randn(b, sq, hq, dqk, device=dev, dtype=torch.bfloat16)
-        idx = torch.randint(0, POOL_TOKENS, (b, sq, topk), device=dev, dtype=torch.int32)
-        sink = torch.randn(hq, device=dev, dtype=torch.float32)
-        scale = dqk ** -0.5
+        q, cache, idx, sink, scale = make_case(layout, b, sq, hq, topk, dev)
+        dqk = q.shape[-1]
         flops = 2 * b * sq * hq * topk * (dqk + D_V)
         floor_bytes = b * sq * topk * cache.shape[-1] / bw * 1e6
         floor_flops = flops / peak * 1e6

@@ -38,7 +38,9 @@ done
 wait
 mkdir -p ".whl/var_$name"
 so=".whl/var_$name/_C.cpython-312-x86_64-linux-gnu.so"
+libdir=$($py -c 'import sys, pathlib; sys.path.insert(0, "tools"); import build_cuda
+print(build_cuda.cuda_lib_dirs(build_cuda.find_nvcc(), pathlib.Path(sys.argv[1]))[0])' "$V/probe")
 g++ -shared -o "$so" "$B/csrc/bindings.o" "$B/csrc/cuda_stubs.o" $keep "$V"/obj/*.o \
-  -L/usr/local/cuda/targets/x86_64-linux/lib -lcudart_static -ldl -lrt -lpthread
+  -L"$libdir" -lcudart_static -ldl -lrt -lpthread  # as setup.py links sinkops._C
 strip --strip-unneeded "$so"
 ls -la ".whl/var_$name"
