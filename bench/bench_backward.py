@@ -19,7 +19,7 @@ import traceback
 
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))  # run from a checkout
+sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))  # a checkout, unless installed
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # helpers of the other benchmarks
 
 from bench_kernels import graph_us  # noqa: E402
@@ -64,7 +64,7 @@ def _peak_mb(step) -> float:
     return (torch.cuda.max_memory_allocated() - base) / 2**20
 
 
-def window_row(case, bandwidth):
+def window_row(case, bandwidth, flex=True):
     import sinkops
 
     name, nseg, seqlen, hq, hk, d, window = case
@@ -78,11 +78,13 @@ def window_row(case, bandwidth):
     g_out = torch.randn(t, hq, d, device=dev, dtype=bf16)
     row = dict(case=name, tokens=t)
 
-    def forward(*xs):
+    def forward(*xs, backend="triton"):
         return sinkops.window_attention(*xs[:3], cu, cu, seqlen, seqlen, window_size=window, sinks=xs[3],
-                                        return_lse=True, backend="triton")
+                                        return_lse=True, backend=backend)
 
     row["fwd_us"] = _try(f"{name} fwd", lambda: _us(lambda: forward(q, k, v, sinks)))
+    # our fastest forward (auto: the sm90 kernel where it is built), the issue's yardstick
+    row["fwd_auto_us"] = _try(f"{name} fwd auto", lambda: _us(lambda: forward(q, k, v, sinks, backend="auto")))
     out, lse = forward(q, k, v, sinks)
     left, right = window
     bwd = lambda: torch.ops.sinkops.window_attention_backward(  # noqa: E731
@@ -116,7 +118,7 @@ def window_row(case, bandwidth):
         flex_bwd = lambda: torch.autograd.grad(o, fl, go, retain_graph=True)  # noqa: E731
         return flex_step, flex_bwd
 
-    parts = _try(f"{name} flex", flex_parts)
+    parts = _try(f"{name} flex", flex_parts) if flex else None
     if parts:
         row["flex_step_us"] = _try(f"{name} flex step", lambda: _us(parts[0]))
         row["flex_bwd_us"] = _try(f"{name} flex bwd", lambda: _us(parts[1]))
@@ -151,11 +153,26 @@ def prefill_row(case, deterministic):
     return row
 
 
+def by_kernel(label, fn, calls=20):
+    """Prints the GPU time per call of fn, by kernel (torch.profiler)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+    print(f"\n{label}, by kernel ({calls} calls)")
+    for ev in sorted(prof.key_averages(), key=lambda e: -e.device_time_total)[:8]:
+        if ev.device_time_total > 0:
+            print(f"  {ev.key[:70]:70s} {ev.device_time_total / calls:8.1f} µs")
+
+
 def kernel_breakdown(case):
     """µs per kernel of one window backward (torch.profiler), and the host cost of the autograd
     path: forward with grad (torch.ops + autograd wrapper) and torch.autograd.grad alone."""
     import sinkops
-    from torch.profiler import ProfilerActivity, profile
 
     name, nseg, seqlen, hq, hk, d, window = case
     t = nseg * seqlen
@@ -167,14 +184,7 @@ def kernel_breakdown(case):
     fwd = lambda: sinkops.window_attention(*leaves[:3], cu, cu, seqlen, seqlen, window_size=window,  # noqa: E731
                                            sinks=leaves[3], backend="triton")
     out = fwd()
-    torch.autograd.grad(out, leaves, g_out, retain_graph=True)
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(20):
-            torch.autograd.grad(out, leaves, g_out, retain_graph=True)
-        torch.cuda.synchronize()
-    print(f"\n{name}: GPU time per backward, by kernel (20 calls)")
-    for ev in sorted(prof.key_averages(), key=lambda e: -e.device_time_total)[:8]:
-        print(f"  {ev.key[:70]:70s} {ev.device_time_total / 20:8.1f} µs")
+    by_kernel(f"{name}: GPU time per backward", lambda: torch.autograd.grad(out, leaves, g_out, retain_graph=True))
     import time
     for label, fn in (("forward with grad (torch.ops + autograd)", fwd),
                       ("torch.autograd.grad (backward op + wrapper)",
@@ -205,19 +215,57 @@ def tile_sweep(case, variants):
                                         return_lse=True, backend="triton")
     g_out = torch.randn_like(out)
     original = wb.backward_tiles
-    print(f"\n{name}: backward op µs per tile variant (dq block_n, dk/dv block_n, dk/dv block_m, warps)")
+    print(f"\n{name}: backward op µs per tile variant (dq block_n, dk/dv block_n, dk/dv block_m, warps, stages"
+          "[, dq positions per tile])")
     try:
-        for dq_n, kv_n, kv_m, warps in variants:
+        for variant in variants:
+            dq_n, kv_n, kv_m, warps, stages = variant[:5]
             base = original(d, d, hq // hk, True)
-            wb.backward_tiles = lambda *a, _t=(base[0], base[1], dq_n, kv_n, kv_m, base[5], base[6], warps): _t
+            block_q = variant[5] if len(variant) > 5 else base[0]  # positions per dq tile (x heads)
+            wb.backward_tiles = lambda *a, _t=(block_q, base[1], dq_n, kv_n, kv_m, base[5], base[6], warps, stages): _t
             window_backward._PLANS.clear()
             run = lambda: torch.ops.sinkops.window_attention_backward(  # noqa: E731
                 g_out, None, q, k, v, out, lse, cu, cu, seqlen, seqlen, window[0], window[1], d ** -0.5, sinks,
                 "key0", False, "triton")
-            print(f"  ({dq_n}, {kv_n}, {kv_m}, {warps}): {_try('variant', lambda: _us(run)) or float('nan'):.1f}")
+            print(f"  {variant}: {_try('variant', lambda: _us(run)) or float('nan'):.1f}")
     finally:
         wb.backward_tiles = original
         window_backward._PLANS.clear()
+
+
+def sparse_sweep(case, variants):
+    """Backward op µs per (dq tiles, dkv tiles) variant of sinkops/triton/sparse_mla_backward."""
+    import sinkops
+    from sinkops.ops import prefill_backward
+    from sinkops.triton import sparse_mla_backward as sb
+
+    name, sq, skv, hq, dqk, topk = case
+    q = torch.randn(sq, hq, dqk, device="cuda", dtype=torch.bfloat16)
+    kv = torch.randn(skv, 1, dqk, device="cuda", dtype=torch.bfloat16)
+    idx = torch.randint(0, skv, (sq, 1, topk), device="cuda", dtype=torch.int32)
+    sink = -2.2 + 4.7 * torch.rand(hq, device="cuda")
+    out, _, lse = sinkops.sparse_mla_prefill(q, kv, idx, dqk ** -0.5, attn_sink=sink, backend="triton")
+    g_out = torch.randn_like(out)
+    flops = 2.5 * 2 * sq * hq * topk * (dqk + 512)
+    originals = sb._dq_tiles, sb._dkv_tiles
+    for det in (False, True):
+        by_kernel(f"{name}: GPU time per backward{' (deterministic)' if det else ''}",
+                  lambda: torch.ops.sinkops.sparse_mla_prefill_backward(
+                      g_out, None, q, kv, idx, out, lse, dqk ** -0.5, 512, sink, None, det, "triton"), calls=3)
+    print(f"\n{name}: backward op per tile variant (dq: block_h, block_k, warps, stages; "
+          "dkv: block_hq, block_k, block_c, warps, stages)")
+    try:
+        for dq, dkv in variants:
+            sb._dq_tiles = lambda *a, _t=dq: _t
+            sb._dkv_tiles = lambda *a, _t=dkv: _t
+            prefill_backward._PLANS.clear()
+            run = lambda: torch.ops.sinkops.sparse_mla_prefill_backward(  # noqa: E731
+                g_out, None, q, kv, idx, out, lse, dqk ** -0.5, 512, sink, None, False, "triton")
+            us = _try("variant", lambda: _us(run))
+            print(f"  {dq} {dkv}: " + ("n/a" if us is None else f"{us:.0f} µs, {flops / us / 1e6:.0f} TFLOP/s"))
+    finally:
+        sb._dq_tiles, sb._dkv_tiles = originals
+        prefill_backward._PLANS.clear()
 
 
 def _f(x, spec="{:.1f}"):
@@ -230,29 +278,39 @@ def main():
     ap.add_argument("--json", help="write the rows here")
     ap.add_argument("--verbose", action="store_true")
     ap.add_argument("--profile", action="store_true", help="per-kernel times, host cost, tile sweep (MiMo video)")
+    ap.add_argument("--sweep", action="store_true", help="sparse backward tile variants (V4-Pro)")
+    ap.add_argument("--only", choices=("window", "prefill"), help="one table")
+    ap.add_argument("--no-flex", action="store_true", help="skip FlexAttention (its compiles take minutes)")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         sys.exit("bench_backward needs a CUDA device")
     torch.manual_seed(0)
     if args.profile:
         kernel_breakdown(WINDOW_CASES[1])
-        tile_sweep(WINDOW_CASES[1], [(64, 64, 64, 4), (32, 64, 64, 4), (64, 32, 64, 4), (64, 64, 32, 4),
-                                     (64, 128, 64, 8), (64, 64, 64, 8), (64, 32, 32, 4), (64, 128, 32, 8)])
+        tile_sweep(WINDOW_CASES[1], [(32, 64, 64, 4, 2), (32, 64, 32, 4, 3), (32, 64, 64, 4, 2, 32), (64, 64, 64, 4, 2, 32),
+                                     (32, 64, 64, 8, 2, 32), (64, 64, 64, 8, 2, 32), (16, 64, 64, 4, 2), (32, 64, 64, 4, 2, 8)])
+        return
+    if args.sweep:
+        dq = (64, 64, 8, 1)  # the tiles of bench/NOTES.md "Backward v2"'s sweeps
+        sparse_sweep(PREFILL_CASES[0], [(dq, (128, 64, 64, 4, 2)), (dq, (128, 64, 64, 8, 2)), (dq, (128, 32, 64, 2, 2)),
+                                        ((64, 32, 8, 1), (128, 64, 64, 4, 2))])
         return
     wcases = WINDOW_CASES[:1] if args.quick else WINDOW_CASES
     pcases = PREFILL_CASES[:1] if args.quick else PREFILL_CASES
+    wcases = [] if args.only == "prefill" else wcases
+    pcases = [] if args.only == "window" else pcases
     print(f"# {torch.cuda.get_device_name()}, torch {torch.__version__}, bf16, key0 sinks (window), null (prefill)")
     bandwidth = _try("copy bandwidth", copy_bandwidth)
-    print("\n| window case | bwd floor µs | fwd µs | bwd µs | bwd graph µs | bwd / fwd | step µs | step peak MiB "
-          "| Flex bwd µs | Flex step µs | Flex peak MiB | Flex bwd / ours |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("\n| window case | bwd floor µs | fwd µs (Triton) | fwd µs (auto) | bwd µs | bwd graph µs | bwd / fwd auto "
+          "| step µs | step peak MiB | Flex bwd µs | Flex step µs | Flex peak MiB | Flex bwd / ours |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     rows = []
     for c in wcases:
-        r = window_row(c, bandwidth)
+        r = window_row(c, bandwidth, flex=not args.no_flex)
         rows.append(r)
-        ratio = r["bwd_us"] / r["fwd_us"] if r.get("bwd_us") and r.get("fwd_us") else None
+        ratio = r["bwd_us"] / r["fwd_auto_us"] if r.get("bwd_us") and r.get("fwd_auto_us") else None
         vs = r["flex_bwd_us"] / r["bwd_us"] if r.get("flex_bwd_us") and r.get("bwd_us") else None
-        print(f"| {r['case']} | {_f(r['floor_us'])} | {_f(r['fwd_us'])} | {_f(r['bwd_us'])} "
+        print(f"| {r['case']} | {_f(r['floor_us'])} | {_f(r['fwd_us'])} | {_f(r['fwd_auto_us'])} | {_f(r['bwd_us'])} "
               f"| {_f(r['bwd_graph_us'])} | {_f(ratio, '{:.2f}')} | {_f(r['step_us'])} "
               f"| {_f(r['step_peak_mb'], '{:.0f}')} | {_f(r.get('flex_bwd_us'))} | {_f(r.get('flex_step_us'))} "
               f"| {_f(r.get('flex_step_peak_mb'), '{:.0f}')} | {_f(vs, '{:.2f}')} |")

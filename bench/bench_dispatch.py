@@ -20,7 +20,7 @@ import time
 
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))  # a checkout, unless installed
 from bench_kernels import eager_us, graph_us  # noqa: E402  (bench/ is on sys.path when run as a script)
 
 TARGET_US = {"cuda": 10.0, "triton": 20.0}

@@ -15,7 +15,7 @@ import sys
 
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))  # a checkout, unless installed
 
 D_V = 512
 PREFILL_CASES = [  # (name, hq, dqk, topk, published vLLM Triton TFLOP/s, FlashMLA TFLOP/s)

@@ -11,7 +11,7 @@ import timeit
 
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))  # a checkout, unless installed
 
 
 def main():
@@ -85,14 +85,20 @@ def main():
         fn()
     torch.cuda.synchronize()
     torch.cuda.synchronize()
-    torch.cuda._sleep(2_000_000_000)  # keep the GPU busy: the profile sees host time only
+    cprofile_host(fn, 500, 18, 2_000_000_000)
+
+
+def cprofile_host(fn, calls, top, sleep_cycles):
+    """cProfile of `calls` calls of fn issued behind a GPU sleep (the profile sees host time only),
+    the `top` functions by own time."""
+    torch.cuda._sleep(sleep_cycles)
     pr = cProfile.Profile()
     pr.enable()
-    for _ in range(500):
+    for _ in range(calls):
         fn()
     pr.disable()
     torch.cuda.synchronize()
-    pstats.Stats(pr).sort_stats("tottime").print_stats(18)
+    pstats.Stats(pr).sort_stats("tottime").print_stats(top)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: install, GPU tests, sanitizers, benchmarks; logs go to $OUT.
-#   bash tools/device_check.sh [install|build] [flashmla] [smoke] [test] [window] [windowbench] [mla] [decode] [decodebench] [backward] [sanitize] [bench] [mlabench] [dispatch] [cpp] [demo] [cp]
+#   bash tools/device_check.sh [install|build] [pyoverlay] [flashmla] [smoke] [test] [window] [windowbench] [mla] [decode] [decodebench] [backward] [sanitize] [bench] [mlabench] [dispatch] [cpp] [demo] [cp]
 # (no arguments = all but build). Build the wheel on the CPU machine first (no device time spent
 # compiling): SINKOPS_CUDA_ARCHS=90a SINKOPS_SYCL=0 PYENV_VERSION=3.12.1 python3.12 -m pip wheel \
 #   --no-deps -w .whl .   and carry .whl (and .peers for FlashMLA, see ../shared/peers).
@@ -25,6 +25,11 @@ fi
 if has install; then
   log install
   python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/sinkops-*.whl || exit 1
+fi
+if has pyoverlay; then
+  # Python-only changes since the wheel was built: this tree's sinkops/**/*.py over the installed ones
+  log "pyoverlay: this tree's Python sources over /tmp/site/sinkops"
+  (cd sinkops && find . -name '*.py' -exec cp --parents {} /tmp/site/sinkops/ \;)
 fi
 if has build; then
   log build

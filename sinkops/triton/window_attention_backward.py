@@ -190,6 +190,29 @@ def _dkdv_query_block(dk, dv, k, v, kn, key_in, q_base, do_base, lse_base, r_bas
     return dk, dv
 
 
+@triton.jit
+def _dkdv_step(dk, dv, k, v, kn, key_in, it, n_m, m_lo, kv_head, group, q_ptr, dout_ptr, lse_ptr, r_ptr, delta_ptr,
+               sinks_ptr, q_start, stride_qt, stride_qh, stride_dot, stride_doh, stride_lh, stride_rh, sq, off,
+               window_left, window_right, qk_scale, offs_m, offs_d, offs_dv, D, DV, BLOCK_M: tl.constexpr,
+               HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, SINK_MODE: tl.constexpr,
+               INPUT_PRECISION: tl.constexpr, INTERPRET: tl.constexpr):
+    """Step `it` of the dk/dv loop: query block it % n_m of head it // n_m of the kv head's group."""
+    hg = it // n_m
+    m0 = m_lo + (it - hg * n_m) * BLOCK_M
+    head = kv_head * group + hg
+    key0_bias = 0.0
+    inf_sink = 0.0  # 1.0 for a +inf key0 sink (a float: the interpreter cannot AND a loaded bool)
+    if SINK_MODE == 1:
+        s = tl.load(sinks_ptr + head)
+        key0_bias = tl.where(s == float("inf"), 0.0, s) * 1.4426950408889634
+        inf_sink = tl.where(s == float("inf"), 1.0, 0.0)
+    return _dkdv_query_block(dk, dv, k, v, kn, key_in, q_ptr + q_start * stride_qt + head * stride_qh,
+                             dout_ptr + q_start * stride_dot + head * stride_doh, lse_ptr + head * stride_lh + q_start,
+                             r_ptr + head * stride_rh + q_start, delta_ptr + head * stride_rh + q_start, stride_qt,
+                             stride_dot, m0, sq, off, window_left, window_right, qk_scale, key0_bias, inf_sink, offs_m,
+                             offs_d, offs_dv, D, DV, HAS_LEFT, HAS_RIGHT, SINK_MODE == 1, INPUT_PRECISION, INTERPRET)
+
+
 @triton.jit(do_not_specialize=["total_q", "total_k", "stride_rh", "n_tiles"])
 def window_attention_bwd_dkdv_kernel(
         q_ptr, k_ptr, v_ptr, dout_ptr, lse_ptr, r_ptr, delta_ptr, sinks_ptr, cu_q_ptr, cu_k_ptr, dk_ptr, dv_ptr,
@@ -232,28 +255,26 @@ def window_attention_bwd_dkdv_kernel(
         if HAS_LEFT:
             m_hi = tl.minimum(n0 + BLOCK_N - 1 - off + window_left + 1, sq)
         m_lo = (m_lo // BLOCK_M) * BLOCK_M
-        hg = 0
-        while hg < group:
-            head = kv_head * group + hg
-            q_base = q_ptr + q_start * stride_qt + head * stride_qh
-            do_base = dout_ptr + q_start * stride_dot + head * stride_doh
-            lse_base = lse_ptr + head * stride_lh + q_start
-            r_base = r_ptr + head * stride_rh + q_start
-            delta_base = delta_ptr + head * stride_rh + q_start
-            key0_bias = 0.0
-            inf_sink = 0.0  # 1.0 for a +inf key0 sink (a float: the interpreter cannot AND a loaded bool)
-            if SINK_MODE == 1:
-                s = tl.load(sinks_ptr + head)
-                key0_bias = tl.where(s == float("inf"), 0.0, s) * 1.4426950408889634
-                inf_sink = tl.where(s == float("inf"), 1.0, 0.0)
-            m0 = m_lo
-            while m0 < m_hi:
-                dk, dv = _dkdv_query_block(dk, dv, k, v, kn, key_in, q_base, do_base, lse_base, r_base, delta_base,
-                                           stride_qt, stride_dot, m0, sq, off, window_left, window_right, qk_scale,
-                                           key0_bias, inf_sink, offs_m, offs_d, offs_dv, D, DV, HAS_LEFT, HAS_RIGHT,
-                                           SINK_MODE == 1, INPUT_PRECISION, INTERPRET)
-                m0 += BLOCK_M
-            hg += 1
+        n_m = tl.maximum(m_hi - m_lo + BLOCK_M - 1, 0) // BLOCK_M  # query blocks per head
+        # One loop over (head of the group, query block), so Triton pipelines the next block's
+        # q / dout loads behind this one's dots (v1's nested while loops were not pipelined). The
+        # interpreter cannot range() to a runtime bound: a while loop there.
+        if INTERPRET:
+            it = 0
+            while it < group * n_m:
+                dk, dv = _dkdv_step(dk, dv, k, v, kn, key_in, it, n_m, m_lo, kv_head, group, q_ptr, dout_ptr,
+                                    lse_ptr, r_ptr, delta_ptr, sinks_ptr, q_start, stride_qt, stride_qh, stride_dot,
+                                    stride_doh, stride_lh, stride_rh, sq, off, window_left, window_right, qk_scale,
+                                    offs_m, offs_d, offs_dv, D, DV, BLOCK_M, HAS_LEFT, HAS_RIGHT, SINK_MODE,
+                                    INPUT_PRECISION, INTERPRET)
+                it += 1
+        else:
+            for it in range(0, group * n_m):
+                dk, dv = _dkdv_step(dk, dv, k, v, kn, key_in, it, n_m, m_lo, kv_head, group, q_ptr, dout_ptr,
+                                    lse_ptr, r_ptr, delta_ptr, sinks_ptr, q_start, stride_qt, stride_qh, stride_dot,
+                                    stride_doh, stride_lh, stride_rh, sq, off, window_left, window_right, qk_scale,
+                                    offs_m, offs_d, offs_dv, D, DV, BLOCK_M, HAS_LEFT, HAS_RIGHT, SINK_MODE,
+                                    INPUT_PRECISION, INTERPRET)
         dk = dk * scale
         if INTERPRET:
             dk = _to_lowp_as_f32(dk, dk_ptr.dtype.element_ty)
@@ -267,7 +288,7 @@ def window_attention_bwd_dkdv_kernel(
 @functools.lru_cache(maxsize=None)
 def backward_tiles(head_dim: int, head_dim_v: int, group: int, on_gpu: bool):
     """(dq tile rows, heads folded per dq program, dq key block, dk/dv key tile, dk/dv query block,
-    padded D, padded Dv, warps). One H200 sweep so far (bench/NOTES.md, "Backward")."""
+    padded D, padded Dv, warps, pipeline stages). One H200 sweep so far (bench/NOTES.md, "Backward")."""
     block_d = max(16, triton.next_power_of_2(head_dim))
     block_dv = max(16, triton.next_power_of_2(head_dim_v))
     heads = min(triton.next_power_of_2(group), 64)
@@ -281,7 +302,7 @@ def backward_tiles(head_dim: int, head_dim_v: int, group: int, on_gpu: bool):
     block_n = 32 if (wide or not on_gpu or block_d <= 64) else 64
     dkdv_n = 32 if (wide or not on_gpu) else 64
     dkdv_m = 32 if (wide or not on_gpu) else 64
-    return block_q, heads, block_n, dkdv_n, dkdv_m, block_d, block_dv, (8 if wide else 4)
+    return block_q, heads, block_n, dkdv_n, dkdv_m, block_d, block_dv, (8 if wide else 4), 2
 
 
 def prepare(a):
@@ -289,7 +310,7 @@ def prepare(a):
     q, k, v = a.q, a.k, a.v
     hq, hk = q.shape[1], k.shape[1]
     group = hq // hk
-    block_q, heads, block_n, dkdv_n, dkdv_m, block_d, block_dv, warps = backward_tiles(
+    block_q, heads, block_n, dkdv_n, dkdv_m, block_d, block_dv, warps, stages = backward_tiles(
         q.shape[2], v.shape[2], group, q.is_cuda)
     chunks = _cdiv(group, heads)
     interp = interpreted(window_attention_bwd_dq_kernel)
@@ -297,10 +318,10 @@ def prepare(a):
     common = dict(HAS_LEFT=a.window_left >= 0, HAS_RIGHT=a.window_right >= 0, SINK_MODE=int(a.sink_mode))
     run_dq = KernelLauncher(window_attention_bwd_dq_kernel, 14, dict(
         BLOCK_Q=block_q, HEADS=heads, BLOCK_N=block_n, BLOCK_D=block_d, BLOCK_DV=block_dv, **common,
-        HAS_DLSE=a.dlse is not None, INPUT_PRECISION=precision, INTERPRET=interp), warps, 2)
+        HAS_DLSE=a.dlse is not None, INPUT_PRECISION=precision, INTERPRET=interp), warps, stages)
     run_dkdv = KernelLauncher(window_attention_bwd_dkdv_kernel, 12, dict(
         BLOCK_M=dkdv_m, BLOCK_N=dkdv_n, BLOCK_D=block_d, BLOCK_DV=block_dv, **common,
-        INPUT_PRECISION=precision, INTERPRET=interp), warps, 2)
+        INPUT_PRECISION=precision, INTERPRET=interp), warps, stages)
     scale = float(a.scale)
     window = (max(a.window_left, 0), max(a.window_right, 0), scale * LOG2E, scale, group, q.shape[2], v.shape[2])
 

@@ -20,11 +20,10 @@
 //  * Per block and warpgroup: only the 16-key chunks its rows' windows touch (N = 16 n keys, a
 //    compile-time variant each), S = Q K^T (SS wgmma, 64 x N), the mask only in chunks that cut
 //    some row's window, an online softmax on raw logits (the scale, > 0, enters the exponent's
-//    FFMA), O += P V (RS wgmma, P from registers). v6, streaming at d 80: a block is up to
-//    kMaxChunks chunks from the warpgroup's first key, across tiles (the ring's first tiles are
-//    mirrored after its end, so a block is contiguous in shared memory): a +-64 window is one
-//    block of 144 / 192 keys, one pass, no rescale. Else (v5) a block is the part of one tile the
-//    warpgroup's rows see (a +-64 warpgroup: 144 of its 3 tiles' 192 keys).
+//    FFMA), O += P V (RS wgmma, P from registers). A block is the part of one tile the
+//    warpgroup's rows see (a +-64 warpgroup: 144 of its 3 tiles' 192 keys). (v6's wider blocks
+//    across tiles, one pass per window through a mirrored ring, lost to a third warpgroup at d 80
+//    and a fourth at d 64: bench/NOTES.md, "Window v6" and "v7".)
 //  * No producer warps: ptxas allocates every warp for the kernel's launch bound, whatever
 //    setmaxnreg does later (a producer next to the consumers could not launch or spilled). So all
 //    warpgroups copy: each its own Q rows, all threads a share of every K/V tile, up to kStages
@@ -72,15 +71,14 @@ struct WindowConfig {
   static constexpr int kBlockN = kHeadDim <= 80 ? SINKOPS_WA90_BLOCK_N : 64;
   // Streaming: one CTA per SM computes several consecutive steps (blocks of P positions), so its
   // loads for the next step overlap this one and a narrow window's steps share their K/V tiles.
-  // d 64: four warpgroups at 128 registers (16 B spilled; a K/V tile serves 256 rows): the kernel
-  // is bound by each warp's dependent instructions, so a fourth warp per scheduler beat three at
-  // 168 registers with 144-key blocks by 9-17 % (bench/NOTES.md, "Window v6"); d 80..128: two at
-  // up to 255. One step per CTA (d <= 80): 2 CTAs per SM at 128 registers, so one CTA's loads and
-  // softmax hide behind the other's MMAs.
-  // (SINKOPS_WA90_D80_WARPGROUPS=3 with SINKOPS_WA90_CHUNKS_D80=4: 3 warpgroups of 64-key tiles at
-  // d 80, measured 7 % faster on 16 x 1024 d 80 but not yet sanitized: bench/NOTES.md, "Window v6".)
+  // The kernel is bound by each warp's dependent instructions, so warps per scheduler win:
+  // d 64: four warpgroups at 128 registers (16 B spilled; a K/V tile serves 256 rows), 9-17 %
+  // faster than three at 168 registers with 144-key blocks (bench/NOTES.md, "Window v6"); d 80:
+  // three at <= 168 (7 % faster than two with 144 / 192-key blocks, "Window v7"); d 96..128: two
+  // at up to 255. One step per CTA (d <= 80): 2 CTAs per SM at 128 registers, so one CTA's loads
+  // and softmax hide behind the other's MMAs. (SINKOPS_WA90_D80_WARPGROUPS: tuning runs only.)
 #ifndef SINKOPS_WA90_D80_WARPGROUPS
-#define SINKOPS_WA90_D80_WARPGROUPS 2
+#define SINKOPS_WA90_D80_WARPGROUPS 3
 #endif
   static constexpr int kConsumers =
       kStream && kHeadDim <= 64 ? 4 : kStream && kHeadDim <= 80 ? SINKOPS_WA90_D80_WARPGROUPS : 2;
@@ -92,24 +90,6 @@ struct WindowConfig {
   // step per CTA: a +-64 window's 3 tiles at once (2 CTAs x 64-100 KB).
   static constexpr int kStages = kStream ? (kHeadDim <= 96 ? 6 : 5) : (kHeadDim <= 80 ? 3 : 5);
   static constexpr int kQBuffers = kStream ? 2 : 1;  // the next step's Q loads beside this one's
-  // Streaming at d 80, a warpgroup computes its keys in blocks of up to kMaxChunks 16-key chunks
-  // from its first row's first key: one S = Q K^T, softmax and O += P V per block. A +-64 window
-  // of 16 positions is one block of 144 keys, of 64 positions 192 keys (12 chunks): one pass, no
-  // rescale (v6). A block is contiguous in the ring: the ring's first kMirrorTiles stages are also
-  // written after its last, so a block that wraps reads them there. Elsewhere a block is the part
-  // of one tile a warpgroup sees: d 64 has no registers for a wider S at 4 warpgroups (9 chunks
-  // at 3 warpgroups lost to them), d 96 / 128 no shared memory for the mirror.
-  // (SINKOPS_WA90_CHUNKS_D64 / _D80 override them: tuning runs only.)
-#ifndef SINKOPS_WA90_CHUNKS_D64
-#define SINKOPS_WA90_CHUNKS_D64 4
-#endif
-#ifndef SINKOPS_WA90_CHUNKS_D80
-#define SINKOPS_WA90_CHUNKS_D80 12
-#endif
-  static constexpr int kMaxChunks =
-      !kStream ? 4 : kHeadDim <= 64 ? SINKOPS_WA90_CHUNKS_D64 : kHeadDim <= 80 ? SINKOPS_WA90_CHUNKS_D80 : 4;
-  static constexpr int kMirrorTiles = kMaxChunks > 4 ? (16 * (kMaxChunks - 1) + kBlockN - 1) / kBlockN : 0;
-  static constexpr int kRingRows = (kStages + kMirrorTiles) * kBlockN;  // key rows of the K (and V) ring
   static constexpr int kCtaRows = 64 * kConsumers;
   static constexpr int kChunks = kHeadDim / 8;  // 16-byte chunks per row
   static_assert(kHeadDim % 16 == 0 && kHeadDim <= 128, "the sm90 window kernel covers head dims 16..128");
@@ -121,26 +101,18 @@ struct WindowConfig {
   template <int kRows>
   using Tiles = decltype(tile_to_shape(Atom{}, Shape<Int<kRows>, Int<kHeadDim>>{}, Step<_1, _2>{}));
   static constexpr int kAtomWidth = size<1>(Atom{});  // elements; a tile row r starts at r * kAtomWidth
-  // With a mirror the K and V buffers are one Tiles<kRingRows> each (stage st = rows 64 st ..
-  // 64 st + 63 of every column atom), so a block's keys are contiguous in every column atom; else
-  // kStages Tiles<64> (a block stays inside its tile). Ring row r = key r % 64 of stage r / 64.
-  static constexpr int kViewRows = kMirrorTiles > 0 ? kRingRows : kBlockN;
-  using View = Tiles<kViewRows>;
-  // Elements from a buffer's start to the view holding stage st, and st's first row in it.
-  static __device__ __forceinline__ int stage_offset(int st) {
-    return kMirrorTiles > 0 ? 0 : st * kBlockN * kHeadDim;
-  }
-  static __device__ __forceinline__ int stage_row(int st) { return kMirrorTiles > 0 ? st * kBlockN : 0; }
+  // The K and V buffers are kStages Tiles<64> each; ring row r = key r % 64 of stage r / 64.
   // Elements to ring row r (a multiple of 16: the swizzle phase is kept).
   static __device__ __forceinline__ int row_offset(int r) {
-    return stage_offset(r / kBlockN) + (stage_row(r / kBlockN) + r % kBlockN) * kAtomWidth;
+    return (r / kBlockN) * kBlockN * kHeadDim + (r % kBlockN) * kAtomWidth;
   }
   // The N keys from a ring row: K as [N keys, d] for the QK MMA, V^T as [d_v channels, N keys]
   // for the PV MMA.
+  using View = Tiles<kBlockN>;
   template <int N>
-  using KeyRows = decltype(composition(View{}, Layout<Shape<Int<N>, Int<kHeadDim>>, Stride<_1, Int<kViewRows>>>{}));
+  using KeyRows = decltype(composition(View{}, Layout<Shape<Int<N>, Int<kHeadDim>>, Stride<_1, Int<kBlockN>>>{}));
   template <int N>
-  using ValueRows = decltype(composition(View{}, Layout<Shape<Int<kHeadDim>, Int<N>>, Stride<Int<kViewRows>, _1>>{}));
+  using ValueRows = decltype(composition(View{}, Layout<Shape<Int<kHeadDim>, Int<N>>, Stride<Int<kBlockN>, _1>>{}));
   template <int N>
   using MmaQK = decltype(make_tiled_mma(GMMA::ss_op_selector<T, T, float, Shape<_64, Int<N>, _16>>()));
   using MmaPV = decltype(make_tiled_mma(
@@ -149,8 +121,8 @@ struct WindowConfig {
   struct Smem {
     // [step % buffers][consumer] [64 rows, d] Tiles<64>: a step's Q, then its staged O
     alignas(1024) T q[kQBuffers][kConsumers][kRowsPerWg * kHeadDim];
-    alignas(1024) T k[kRingRows * kHeadDim];  // [stages + mirror][64 keys, d]   (View)
-    alignas(1024) T v[kRingRows * kHeadDim];  // [stages + mirror][64 keys, d_v] (View)
+    alignas(1024) T k[kStages * kBlockN * kHeadDim];  // [stages][64 keys, d]   (View each)
+    alignas(1024) T v[kStages * kBlockN * kHeadDim];  // [stages][64 keys, d_v] (View each)
     Barrier q_ready[kQBuffers][kConsumers];
     Barrier ready[kStages], empty[kStages];
   };
@@ -301,11 +273,8 @@ __global__ void __launch_bounds__(WindowConfig<typename CuteElement<Tg>::type, k
       const int st = issued % kStages;
       sm.empty[st].wait(((issued / kStages) & 1) ^ 1);
       const int kt = (issued - shift) * kBlockN;  // < sk
-      auto sK = make_tensor(make_smem_ptr(sm.k + C::stage_offset(st)), typename C::View{});
-      auto sV = make_tensor(make_smem_ptr(sm.v + C::stage_offset(st)), typename C::View{});
-      const int row0 = C::stage_row(st);
-      const bool mirror = C::kMirrorTiles > 0 && st < C::kMirrorTiles;  // also after the ring's end
-      constexpr int kMirrorRow = kStages * kBlockN;
+      auto sK = make_tensor(make_smem_ptr(sm.k + st * kBlockN * kHeadDim), typename C::View{});
+      auto sV = make_tensor(make_smem_ptr(sm.v + st * kBlockN * kHeadDim), typename C::View{});
       const Tg* k_tile = k + (k_start + kt) * p.k_row_stride + int64_t(hk) * p.k_head_stride;
       const Tg* v_tile = v + (k_start + kt) * p.v_row_stride + int64_t(hk) * p.v_head_stride;
 #pragma unroll
@@ -317,12 +286,8 @@ __global__ void __launch_bounds__(WindowConfig<typename CuteElement<Tg>::type, k
         const bool k_ok = row_ok && col < p.d, v_ok = row_ok && col < p.d_v;
         const Tg* k_src = k_ok ? k_tile + (r * k_rs + col) : k;
         const Tg* v_src = v_ok ? v_tile + (r * v_rs + col) : v;
-        cp_async_16_zfill_l2(&sK(row0 + r, col), k_src, k_ok);
-        cp_async_16_zfill_l2(&sV(row0 + r, col), v_src, v_ok);
-        if (mirror) {
-          cp_async_16_zfill_l2(&sK(kMirrorRow + row0 + r, col), k_src, k_ok);
-          cp_async_16_zfill_l2(&sV(kMirrorRow + row0 + r, col), v_src, v_ok);
-        }
+        cp_async_16_zfill_l2(&sK(r, col), k_src, k_ok);
+        cp_async_16_zfill_l2(&sV(r, col), v_src, v_ok);
       }
       cp_async_arrive(sm.ready[st]);
       ++issued;
@@ -456,48 +421,25 @@ __global__ void __launch_bounds__(WindowConfig<typename CuteElement<Tg>::type, k
       };
 
       sm.q_ready[buf][wg].wait((gstep / C::kQBuffers) & 1);
-      if constexpr (C::kMirrorTiles > 0) {
-        // Its blocks: up to kMaxChunks chunks each, contiguous in the ring. Every thread produces
-        // first, live rows or not: the others wait on its share of the tiles.
-        produce();
-        for (int kb = k_first; kb <= k_last;) {
-          const int g0 = unsigned(kb) / kBlockN;  // kb >= 0
-          const int ring_row = (unsigned(g0 + shift) % kStages) * kBlockN + (kb & (kBlockN - 1));
-          int n16 = (unsigned(k_last - kb) >> 4) + 1;
-          n16 = n16 < C::kMaxChunks ? n16 : C::kMaxChunks;
-          n16 = n16 < (C::kRingRows - ring_row) / 16 ? n16 : (C::kRingRows - ring_row) / 16;  // contiguous in the ring
-          const int g1 = unsigned(kb + 16 * n16 - 1) / kBlockN;
-          if (!reuse) release_below(g0);  // a wide window's step may hold more tiles than stages
-          produce();                      // before the waits: never waits on a tile this thread still holds
-          for (int g = g0; g <= g1; ++g) sm.ready[(g + shift) % kStages].wait(((g + shift) / kStages) & 1);
-          // Widest first (a narrow window's every block): an if chain, not a switch (its jump
-          // table, an indirect branch per block, cost ~7 %).
-          dispatch_chunks<C::kMaxChunks>(n16, [&](auto n_keys) __attribute__((always_inline)) {
-            block_body(n_keys, ring_row, kb);
+      // Every tile of the step, the warpgroup's columns of it (blocks that cross tiles without a
+      // mirror ran 2-5 % slower: v6).
+      for (int j = 0; j < tb - ta + 1; ++j) {
+        const int idx = ta + j + shift;
+        produce();  // before the wait: never waits on a tile this thread still holds
+        const int st = idx % kStages;
+        const int kt = (ta + j) * kBlockN;  // key indices below are relative to kt
+        // The tile intersects some row's window (warpgroup-uniform).
+        const bool active = wg_live && kt <= hi_last && lo_first - kt <= kBlockN - 1;
+        sm.ready[st].wait((idx / kStages) & 1);
+        if (active) {
+          // This warpgroup's columns of the tile: [c_lo, c_lo + 16 n) covers every key its rows see.
+          const int c_lo = (lo_first - kt > 0 ? lo_first - kt : 0) & ~15;
+          const int c_end = hi_last - kt + 1 < kBlockN ? hi_last - kt + 1 : kBlockN;
+          dispatch_chunks<kBlockN / 16>((c_end - c_lo + 15) / 16, [&](auto n_keys) __attribute__((always_inline)) {
+            block_body(n_keys, st * kBlockN + c_lo, kt + c_lo);
           });
-          kb += 16 * n16;
         }
-      } else {
-        // v5's loop: every tile of the step, the warpgroup's columns of it (blocks that cross
-        // tiles without a mirror ran 2-5 % slower).
-        for (int j = 0; j < tb - ta + 1; ++j) {
-          const int idx = ta + j + shift;
-          produce();  // before the wait: never waits on a tile this thread still holds
-          const int st = idx % kStages;
-          const int kt = (ta + j) * kBlockN;  // key indices below are relative to kt
-          // The tile intersects some row's window (warpgroup-uniform).
-          const bool active = wg_live && kt <= hi_last && lo_first - kt <= kBlockN - 1;
-          sm.ready[st].wait((idx / kStages) & 1);
-          if (active) {
-            // This warpgroup's columns of the tile: [c_lo, c_lo + 16 n) covers every key its rows see.
-            const int c_lo = (lo_first - kt > 0 ? lo_first - kt : 0) & ~15;
-            const int c_end = hi_last - kt + 1 < kBlockN ? hi_last - kt + 1 : kBlockN;
-            dispatch_chunks<kBlockN / 16>((c_end - c_lo + 15) / 16, [&](auto n_keys) __attribute__((always_inline)) {
-              block_body(n_keys, st * kBlockN + c_lo, kt + c_lo);
-            });
-          }
-          if (!reuse) release_below(ta + j + 1);  // a wide window's step may hold more tiles than stages
-        }
+        if (!reuse) release_below(ta + j + 1);  // a wide window's step may hold more tiles than stages
       }
       // Release what no later step reads: the tiles before the next step's first (all of them
       // after the last step; several steps per CTA only with reuse).
