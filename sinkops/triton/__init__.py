@@ -14,6 +14,7 @@ _DTYPES = {"window_attention": (torch.bfloat16, torch.float16, torch.float32),
            "sparse_mla_prefill": (torch.bfloat16,), "sparse_mla_decode": (torch.bfloat16,)}
 _DTYPES["window_attention_backward"] = _DTYPES["window_attention"]
 _DTYPES["sparse_mla_prefill_backward"] = _DTYPES["sparse_mla_prefill"]
+MAX_BACKWARD_HEADS = 256  # sparse MLA prefill backward: the dkv kernel's [positions, heads] tiles
 
 
 class TritonBackend:
@@ -34,6 +35,9 @@ class TritonBackend:
         if a.q.dtype not in _DTYPES[a.op]:
             names = ", ".join(str(d)[6:] for d in _DTYPES[a.op])
             return f"q: dtype {str(a.q.dtype)[6:]} has no Triton kernel ({names})"
+        if a.op == "sparse_mla_prefill_backward" and a.q.shape[1] > MAX_BACKWARD_HEADS:
+            # its dkv kernel holds every head of a query in one tile (sparse_mla_backward.py)
+            return f"q: {a.q.shape[1]} heads; the Triton sparse MLA backward takes at most {MAX_BACKWARD_HEADS}"
         return ""
 
     def prepare(self, a):

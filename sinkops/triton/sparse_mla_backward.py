@@ -106,7 +106,7 @@ def sparse_mla_bwd_dq_kernel(
         dq_main += _dot(dx16, main, INTERP)
         if HAS_ROPE:
             dq_rope += _dot(dx16, rope, INTERP)
-        # every position below n, zeros for invalid ones (the dkv kernel reads them unmasked)
+        # every position below n, zeros for invalid ones (the dkv kernel reads exactly these)
         stage = stage_row + k_offs.to(tl.int64)[None, :] * Hq + heads[:, None]
         st_mask = head_mask[:, None] & (k_offs < n)[None, :]
         tl.store(p_stage_ptr + stage, _to_bf16(prob * r[:, None], INTERP), mask=st_mask)
@@ -207,8 +207,6 @@ def prepare(a):
     has_rope = dqk > D_MAIN
     block_h, block_k, warps, stages = _dq_tiles(hq, interp)
     block_hq, dkv_k, dkv_c, dkv_warps, dkv_stages = _dkv_tiles(hq, interp)
-    if block_hq > 256:
-        raise ValueError(f"q: the Triton sparse MLA backward takes at most 256 heads, got {hq}")
     run_dq = KernelLauncher(sparse_mla_bwd_dq_kernel, 13, dict(
         HAS_SINK=a.attn_sink is not None, HAS_TOPK_LEN=a.topk_length is not None, HAS_ROPE=has_rope,
         HAS_DLSE=a.dlse is not None, BLOCK_H=block_h, BLOCK_K=block_k, INTERP=interp,
