@@ -4,10 +4,10 @@
 #   PYTHON=/work/venv/bin/python bash tools/prof/check_window_bwd_sm90.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-tu=$(mktemp --suffix=.cu -p csrc/cuda/sm90)
+tu=$(mktemp --suffix=.cu)  # outside csrc/: the build globs csrc/cuda/sm90/*.cu
 trap 'rm -f "$tu"' EXIT
 cat > "$tu" <<'CU'
-#include "window_attention_bwd_sm90.cuh"
+#include "sm90/window_attention_bwd_sm90.cuh"
 namespace sinkops::cuda::sm90 {
 template __global__ void window_attention_bwd_dkdv_sm90_kernel<__nv_bfloat16, 64, true>(const __grid_constant__ WindowBwdDkdvArgs);
 template __global__ void window_attention_bwd_dkdv_sm90_kernel<__nv_bfloat16, 64, false>(const __grid_constant__ WindowBwdDkdvArgs);
