@@ -16,6 +16,10 @@ has() { [[ " $stages " == *" $1 "* ]]; }
 t0=$(date +%s)
 log() { echo "=== [$(( $(date +%s) - t0 ))s] $*"; }
 export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+# FlashAttention-4 for the window benchmarks, when tools/prof/fa4_bundle.sh's parts were unpacked
+if [ -d /tmp/fa4/site ]; then
+  export PYTHONPATH=$PYTHONPATH:/tmp/fa4/site:/tmp/fa4/site/nvidia_cutlass_dsl/dsl_packages
+fi
 
 if has flashmla && [ -f .peers/build_flashmla.sh ]; then
   log "FlashMLA build in the background (.peers/build_flashmla.sh)"
