@@ -76,10 +76,30 @@ struct WindowBwdConfig {
   };
 };
 
+// The CuTe element type of a CUDA 16-bit type.
+template <typename Tg>
+using BwdElement = conditional_t<std::is_same_v<Tg, __nv_bfloat16>, cutlass::bfloat16_t, cutlass::half_t>;
+
+// Copies 64 rows into two [64, d] tiles with cp.async (every thread of the warpgroup a share):
+// tile A gets row_a(r)'s first d_a channels, tile B row_b(r)'s first d_b; a null row pointer and
+// channels past d_a / d_b are zero-filled and read nothing (`dummy`: a valid address never read).
+template <typename C, typename Tile, typename Tg, typename RowA, typename RowB>
+__device__ __forceinline__ void copy_tile_pair(Tile& sA, Tile& sB, int t, int d_a, int d_b, RowA row_a, RowB row_b,
+                                               const Tg* dummy) {
+  for (int idx = t; idx < 64 * C::kChunks; idx += 128) {
+    const int r = idx / C::kChunks, col = (idx % C::kChunks) * 8;
+    const Tg* a = row_a(r);
+    const Tg* b = row_b(r);
+    const bool a_ok = a != nullptr && col < d_a, b_ok = b != nullptr && col < d_b;
+    cp_async_16_zfill_l2(&sA(r, col), a_ok ? a + col : dummy, a_ok);
+    cp_async_16_zfill_l2(&sB(r, col), b_ok ? b + col : dummy, b_ok);
+  }
+}
+
 template <typename Tg, int kHeadDim, bool kKey0>
 __global__ void __launch_bounds__(128, 1) window_attention_bwd_dkdv_sm90_kernel(const __grid_constant__ WindowBwdDkdvArgs p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using T = conditional_t<std::is_same_v<Tg, __nv_bfloat16>, cutlass::bfloat16_t, cutlass::half_t>;
+  using T = BwdElement<Tg>;
   using C = WindowBwdConfig<T, kHeadDim>;
   using window_attention::row_bounds_diag;
   using window_attention::segment_bounds;
@@ -115,14 +135,9 @@ __global__ void __launch_bounds__(128, 1) window_attention_bwd_dkdv_sm90_kernel(
   auto sV = make_tensor(make_smem_ptr(sm.v), typename C::Tile{});
   // ---- the key tile (keys past the segment and channels past d / d_v are zero-filled) ----
   auto load_keys = [&]() {
-  for (int idx = t; idx < 64 * C::kChunks; idx += 128) {
-    const int r = idx / C::kChunks, col = (idx % C::kChunks) * 8;
-    const bool row_ok = r < sk - kt;
-    const bool k_ok = row_ok && col < p.d, v_ok = row_ok && col < p.d_v;
-    const int64_t row = k_start + kt + r;
-    cp_async_16_zfill_l2(&sK(r, col), k_ok ? k + row * p.k_row_stride + hk * p.k_head_stride + col : k, k_ok);
-    cp_async_16_zfill_l2(&sV(r, col), v_ok ? v + row * p.v_row_stride + hk * p.v_head_stride + col : v, v_ok);
-  }
+    copy_tile_pair<C>(sK, sV, t, p.d, p.d_v,
+        [&](int r) { return r < sk - kt ? k + (k_start + kt + r) * p.k_row_stride + hk * p.k_head_stride : nullptr; },
+        [&](int r) { return r < sk - kt ? v + (k_start + kt + r) * p.v_row_stride + hk * p.v_head_stride : nullptr; }, k);
   };
   // ---- block blk: rows (head chunk blk / n_pos_blocks, positions m_lo + pw (blk % n_pos_blocks) ..) ----
   auto block_head0 = [&](int blk) { return hk * p.group + (blk / n_pos_blocks) * hc; };
@@ -131,16 +146,18 @@ __global__ void __launch_bounds__(128, 1) window_attention_bwd_dkdv_sm90_kernel(
     const int h0 = block_head0(blk), pos0 = block_pos0(blk);
     auto sQ = make_tensor(make_smem_ptr(sm.q[buf]), typename C::Tile{});
     auto sO = make_tensor(make_smem_ptr(sm.dout[buf]), typename C::Tile{});
-    for (int idx = t; idx < 64 * C::kChunks; idx += 128) {
-      const int r = idx / C::kChunks, col = (idx % C::kChunks) * 8;
-      const int head = h0 + (r >> pw_shift), pos = pos0 + (r & (pw - 1));
-      const bool row_ok = pos < sq && head < (hk + 1) * p.group;
-      const bool q_ok = row_ok && col < p.d, o_ok = row_ok && col < p.d_v;
-      const int64_t row = q_start + pos;
-      cp_async_16_zfill_l2(&sQ(r, col), q_ok ? q + row * p.q_row_stride + head * p.q_head_stride + col : q, q_ok);
-      cp_async_16_zfill_l2(&sO(r, col), o_ok ? dout + row * p.do_row_stride + head * p.do_head_stride + col : dout,
-                           o_ok);
-    }
+    auto ok = [&](int r) { return pos0 + (r & (pw - 1)) < sq && h0 + (r >> pw_shift) < (hk + 1) * p.group; };
+    copy_tile_pair<C>(sQ, sO, t, p.d, p.d_v,
+        [&](int r) {
+          return ok(r) ? q + (q_start + pos0 + (r & (pw - 1))) * p.q_row_stride + (h0 + (r >> pw_shift)) * p.q_head_stride
+                       : nullptr;
+        },
+        [&](int r) {
+          return ok(r) ? dout + (q_start + pos0 + (r & (pw - 1))) * p.do_row_stride +
+                             (h0 + (r >> pw_shift)) * p.do_head_stride
+                       : nullptr;
+        },
+        q);
     if (t < 64) {  // the row terms; rows outside the segment get lse +inf (they then see nothing)
       const int head = h0 + (t >> pw_shift), pos = pos0 + (t & (pw - 1));
       const bool row_ok = pos < sq && head < (hk + 1) * p.group;
@@ -265,7 +282,7 @@ struct WindowBwdDqArgs {
 template <typename Tg, int kHeadDim, int kSinkMode>  // kSinkMode: 0 none, 1 key0, 2 null
 __global__ void __launch_bounds__(128, 1) window_attention_bwd_dq_sm90_kernel(const __grid_constant__ WindowBwdDqArgs p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using T = conditional_t<std::is_same_v<Tg, __nv_bfloat16>, cutlass::bfloat16_t, cutlass::half_t>;
+  using T = BwdElement<Tg>;
   using C = WindowBwdConfig<T, kHeadDim>;
   using window_attention::row_bounds_diag;
   using window_attention::segment_bounds;
@@ -294,14 +311,14 @@ __global__ void __launch_bounds__(128, 1) window_attention_bwd_dq_sm90_kernel(co
   auto row_head = [&](int r) { return h0 + (r >> pw_shift); };
   auto row_pos = [&](int r) { return pos0 + (r & (pw - 1)); };
   auto row_ok = [&](int r) { return row_pos(r) < sq && row_head(r) < (hk + 1) * p.group; };
-  for (int idx = t; idx < 64 * C::kChunks; idx += 128) {
-    const int r = idx / C::kChunks, col = (idx % C::kChunks) * 8;
-    const bool q_ok = row_ok(r) && col < p.d, o_ok = row_ok(r) && col < p.d_v;
-    const int64_t row = q_start + row_pos(r);
-    cp_async_16_zfill_l2(&sQ(r, col), q_ok ? q + row * p.q_row_stride + row_head(r) * p.q_head_stride + col : q, q_ok);
-    cp_async_16_zfill_l2(&sO(r, col),
-                         o_ok ? dout + row * p.do_row_stride + row_head(r) * p.do_head_stride + col : dout, o_ok);
-  }
+  copy_tile_pair<C>(sQ, sO, t, p.d, p.d_v,
+      [&](int r) {
+        return row_ok(r) ? q + (q_start + row_pos(r)) * p.q_row_stride + row_head(r) * p.q_head_stride : nullptr;
+      },
+      [&](int r) {
+        return row_ok(r) ? dout + (q_start + row_pos(r)) * p.do_row_stride + row_head(r) * p.do_head_stride : nullptr;
+      },
+      q);
   cp_async_commit();
   // ---- the row terms: row t (< 64) of the block, D from global memory in float32 ----
   if (t < 64 && row_ok(t)) {
@@ -341,14 +358,10 @@ __global__ void __launch_bounds__(128, 1) window_attention_bwd_dq_sm90_kernel(co
   auto load_tile = [&](int g, int buf) {
     auto sK = make_tensor(make_smem_ptr(sm.q[buf]), typename C::Tile{});
     auto sV = make_tensor(make_smem_ptr(sm.dout[buf]), typename C::Tile{});
-    for (int idx = t; idx < 64 * C::kChunks; idx += 128) {
-      const int r = idx / C::kChunks, col = (idx % C::kChunks) * 8;
-      const bool key_ok = r < sk - 64 * g;
-      const bool k_ok = key_ok && col < p.d, v_ok = key_ok && col < p.d_v;
-      const int64_t row = k_start + 64 * g + r;
-      cp_async_16_zfill_l2(&sK(r, col), k_ok ? k + row * p.k_row_stride + hk * p.k_head_stride + col : k, k_ok);
-      cp_async_16_zfill_l2(&sV(r, col), v_ok ? v + row * p.v_row_stride + hk * p.v_head_stride + col : v, v_ok);
-    }
+    copy_tile_pair<C>(sK, sV, t, p.d, p.d_v,
+        [&](int r) { return r < sk - 64 * g ? k + (k_start + 64 * g + r) * p.k_row_stride + hk * p.k_head_stride : nullptr; },
+        [&](int r) { return r < sk - 64 * g ? v + (k_start + 64 * g + r) * p.v_row_stride + hk * p.v_head_stride : nullptr; },
+        k);
     cp_async_commit();
   };
   __syncthreads();  // the row terms in shared memory
