@@ -11,14 +11,15 @@ namespace py = pybind11;
 namespace cu = sinkops::cuda;
 using sinkops::bind::with_call_fields;
 
+// <op>_unsupported(template, device) and the launch, named `launch` (<op>_fwd for the forward ops).
 template <class P, std::string (*kUnsupported)(const P&), void (*kFwd)(const P&, void*)>
-void bind_op(py::module_& m, const std::string& op) {
+void bind_op(py::module_& m, const std::string& op, const std::string& launch) {
   m.def((op + "_unsupported").c_str(), [](const P& tmpl, int device) {
     cu::ScopedDevice on(device);
     return kUnsupported(tmpl);
   });
   // Launches release the GIL: they are asynchronous and never block on the device.
-  m.def((op + "_fwd").c_str(), [](const P& tmpl, const py::tuple& call, uintptr_t stream, int device) {
+  m.def(launch.c_str(), [](const P& tmpl, const py::tuple& call, uintptr_t stream, int device) {
     const P p = with_call_fields(tmpl, call);
     py::gil_scoped_release nogil;
     cu::ScopedDevice on(device);
@@ -37,13 +38,16 @@ PYBIND11_MODULE(SINKOPS_MODULE_NAME, m) {
   py::register_local_exception<sinkops::Error>(m, "Error", PyExc_RuntimeError);
 
   // Per op: <op>_unsupported(template, device) -> "" when the CUDA kernels can run calls with this
-  // template's signature on `device`, else why; <op>_fwd(template, call_fields, stream, device).
+  // template's signature on `device`, else why; <op>_fwd(template, call_fields, stream, device)
+  // (the backward: window_attention_bwd).
   bind_op<sinkops::WindowAttentionParams, cu::window_attention_unsupported, cu::window_attention_fwd>(
-      m, "window_attention");
+      m, "window_attention", "window_attention_fwd");
+  bind_op<sinkops::WindowAttentionBackwardParams, cu::window_attention_backward_unsupported,
+          cu::window_attention_backward>(m, "window_attention_backward", "window_attention_bwd");
   bind_op<sinkops::SparseMlaPrefillParams, cu::sparse_mla_prefill_unsupported, cu::sparse_mla_prefill_fwd>(
-      m, "sparse_mla_prefill");
+      m, "sparse_mla_prefill", "sparse_mla_prefill_fwd");
   bind_op<sinkops::SparseMlaDecodeParams, cu::sparse_mla_decode_unsupported, cu::sparse_mla_decode_fwd>(
-      m, "sparse_mla_decode");
+      m, "sparse_mla_decode", "sparse_mla_decode_fwd");
   // <op>_path(template, device): "sm90" or "sm80", the kernel family calls of this signature take.
   m.def("window_attention_path", [](const sinkops::WindowAttentionParams& tmpl, int device) {
     cu::ScopedDevice on(device);

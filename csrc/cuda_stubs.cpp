@@ -20,11 +20,17 @@ __attribute__((weak)) std::string sparse_mla_prefill_unsupported(const SparseMla
 __attribute__((weak)) std::string sparse_mla_decode_unsupported(const SparseMlaDecodeParams&) {
   return "sparse_mla_decode: this op's CUDA kernels were not compiled into this build";
 }
+__attribute__((weak)) std::string window_attention_backward_unsupported(const WindowAttentionBackwardParams&) {
+  return "window_attention_backward: this op's CUDA kernels were not compiled into this build";
+}
 __attribute__((weak)) std::string window_attention_path(const WindowAttentionParams&) { return "sm80"; }
 __attribute__((weak)) std::string sparse_mla_prefill_path(const SparseMlaPrefillParams&) { return "sm80"; }
 __attribute__((weak)) std::string sparse_mla_decode_path(const SparseMlaDecodeParams&) { return "sm80"; }
 __attribute__((weak)) void window_attention_fwd(const WindowAttentionParams&, void*) {
   not_built("window_attention");
+}
+__attribute__((weak)) void window_attention_backward(const WindowAttentionBackwardParams&, void*) {
+  not_built("window_attention_backward");
 }
 __attribute__((weak)) void sparse_mla_prefill_fwd(const SparseMlaPrefillParams&, void*) {
   not_built("sparse_mla_prefill");

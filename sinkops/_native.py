@@ -77,6 +77,26 @@ def window_attention_call(a) -> tuple:
             0 if lse is None else lse.stride(0), a.total_q, a.total_k, a.batch, a.max_seqlen_q, a.max_seqlen_k)
 
 
+def window_attention_backward_static(a) -> dict:
+    return {**window_attention_static(a),
+            "dout_row_stride": a.dout.stride(0), "dout_head_stride": a.dout.stride(1),
+            "dq_row_stride": a.dq.stride(0), "dq_head_stride": a.dq.stride(1),
+            "dk_row_stride": a.dk.stride(0), "dk_head_stride": a.dk.stride(1),
+            "dv_row_stride": a.dv.stride(0), "dv_head_stride": a.dv.stride(1)}
+
+
+WINDOW_ATTENTION_BACKWARD_CALL = WINDOW_ATTENTION_CALL + ("dout", "dlse", "dlse_head_stride", "dq", "dk", "dv",
+                                                          "row_r", "row_delta", "dsink_rows")
+
+
+def window_attention_backward_call(a, row_r, row_delta, dsink_rows) -> tuple:
+    """The row workspaces ([h_q, total_q] float32, contiguous) come from the backend's launcher."""
+    dlse = a.dlse
+    return window_attention_call(a) + (a.dout.data_ptr(), _ptr(dlse), 0 if dlse is None else dlse.stride(0),
+                                       a.dq.data_ptr(), a.dk.data_ptr(), a.dv.data_ptr(), row_r.data_ptr(),
+                                       row_delta.data_ptr(), _ptr(dsink_rows))
+
+
 # ---------------------------------------------------------------------------------- prefill
 
 def sparse_mla_prefill_static(a) -> dict:
@@ -137,6 +157,7 @@ def sparse_mla_decode_call(a, num_splits, tiles_per_split, workspace, workspace_
 # ---------------------------------------------------------------------------------- launchers
 
 _STATIC = {"window_attention": ("WindowAttentionParams", window_attention_static),
+           "window_attention_backward": ("WindowAttentionBackwardParams", window_attention_backward_static),
            "sparse_mla_prefill": ("SparseMlaPrefillParams", sparse_mla_prefill_static),
            "sparse_mla_decode": ("SparseMlaDecodeParams", sparse_mla_decode_static)}
 
@@ -144,6 +165,7 @@ _STATIC = {"window_attention": ("WindowAttentionParams", window_attention_static
 def check_all_call_fields(mod) -> None:
     check_module(mod)
     check_call_fields(mod.WindowAttentionParams, WINDOW_ATTENTION_CALL)
+    check_call_fields(mod.WindowAttentionBackwardParams, WINDOW_ATTENTION_BACKWARD_CALL)
     check_call_fields(mod.SparseMlaPrefillParams, SPARSE_MLA_PREFILL_CALL)
     check_call_fields(mod.SparseMlaDecodeParams, SPARSE_MLA_DECODE_CALL)
 
@@ -161,6 +183,8 @@ def launcher(mod, a, where, decode_plan=None):
     tiles_per_split, workspace bytes) gives the decode's split plan; without it the decode runs as
     one split (the SYCL kernels need none)."""
     tmpl = template_for(mod, a)
+    if a.op == "window_attention_backward":
+        return _window_backward_launcher(mod.window_attention_bwd, tmpl, a, where)
     fwd = getattr(mod, a.op + "_fwd")
     if a.op == "window_attention":
         def launch(a):
@@ -182,4 +206,26 @@ def launcher(mod, a, where, decode_plan=None):
             # Split-k scratch: its size depends on shapes only, so this stays capturable in a graph.
             ws = torch.empty(nbytes, dtype=torch.uint8, device=a.q.device) if nbytes else None
             fwd(tmpl, sparse_mla_decode_call(a, splits, tiles, ws, nbytes), *where())
+    return launch
+
+
+def _window_backward_launcher(bwd, tmpl, a, where):
+    """mod.window_attention_bwd(template, call fields, *where()) with the row workspaces it needs
+    (r and delta, written by its dq kernel and read by its dk/dv kernel; each row's sink gradient,
+    zeroed, summed per head here in a fixed order: deterministic)."""
+    hq = a.q.shape[1]
+
+    def aligned(t):  # the kernels copy 16-byte chunks: a view that starts mid-chunk is copied (same strides:
+        return t if t.data_ptr() % 16 == 0 else t.new_empty_strided(t.shape, t.stride()).copy_(t)  # the template's)
+
+    def launch(a):
+        if a.max_seqlen_q <= 0 or a.max_seqlen_k <= 0 or a.batch <= 0:
+            return
+        a.q, a.k, a.v, a.out, a.dout = (aligned(t) for t in (a.q, a.k, a.v, a.out, a.dout))
+        rows = torch.empty(2, hq, a.total_q, dtype=torch.float32, device=a.q.device)
+        dsink_rows = None if a.dsinks is None else torch.zeros(hq, a.total_q, dtype=torch.float32,
+                                                               device=a.q.device)
+        bwd(tmpl, window_attention_backward_call(a, rows[0], rows[1], dsink_rows), *where())
+        if dsink_rows is not None:
+            torch.sum(dsink_rows, dim=1, out=a.dsinks)
     return launch

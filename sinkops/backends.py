@@ -37,8 +37,8 @@ AUTO_ORDER = {
     "cuda": {"window_attention": ("triton", "cuda", "torch"),
              "sparse_mla_prefill": ("triton", "cuda", "torch"),
              "sparse_mla_decode": ("cuda", "triton", "torch"),
-             # no CUDA backward kernels yet (docs/DECISIONS.md)
-             "window_attention_backward": ("triton", "torch"),
+             # the CUDA window backward (sm_90a) comes first through prefers() where it runs
+             "window_attention_backward": ("triton", "cuda", "torch"),
              "sparse_mla_prefill_backward": ("triton", "torch")},
     "cpu": ("sycl", "torch"),
     "xpu": ("sycl", "torch"),

@@ -43,7 +43,7 @@ class Target:
     max_head_dim: int = 256
     # the emulator models a 16-SM device: decode batches are scaled down to keep its split plans
     batch_divisor: int = 1
-    backward: bool = False  # its backend has the backward ops (window attention, sparse prefill)
+    backward: tuple = ()  # the backward ops its backend has: "window" (attention), "mla" (sparse prefill)
 
     def takes(self, size="tiny", dtype=torch.bfloat16, op="window", head_dim=64) -> bool:
         dtypes = self.window_dtypes if op == "window" else self.mla_dtypes
@@ -57,13 +57,16 @@ _GPU_MARK = (pytest.mark.gpu,)
 _LOWP = (torch.bfloat16, torch.float16)
 
 _ALL = [
-    Target("cuda", "cuda", "cuda", "large", _GPU_MARK, window_dtypes=_LOWP),
-    Target("triton", "triton", "cuda", "large", _GPU_MARK, window_dtypes=_LOWP + (torch.float32,), backward=True),
-    Target("torch-gpu", "torch", "cuda", "small", _GPU_MARK, backward=True),
+    # the CUDA window backward is Hopper's (sm_90a): a `gpu` run on another GPU fails its tests
+    Target("cuda", "cuda", "cuda", "large", _GPU_MARK, window_dtypes=_LOWP, backward=("window",)),
+    Target("triton", "triton", "cuda", "large", _GPU_MARK, window_dtypes=_LOWP + (torch.float32,),
+           backward=("window", "mla")),
+    Target("torch-gpu", "torch", "cuda", "small", _GPU_MARK, backward=("window", "mla")),
     Target("cuda-emu", "cuda-emu", "cpu", "small", window_dtypes=_LOWP, batch_divisor=8),
-    Target("triton-interp", "triton", "cpu", "tiny", window_dtypes=_LOWP + (torch.float32,), backward=True),
+    Target("triton-interp", "triton", "cpu", "tiny", window_dtypes=_LOWP + (torch.float32,),
+           backward=("window", "mla")),
     Target("sycl", "sycl", "cpu", "small", window_dtypes=_LOWP + (torch.float32,)),
-    Target("torch", "torch", "cpu", "small", backward=True),
+    Target("torch", "torch", "cpu", "small", backward=("window", "mla")),
 ]
 
 
@@ -80,13 +83,23 @@ def _collected(t: Target) -> bool:
 
 
 TARGETS = [t for t in _ALL if _collected(t)]
-BACKWARD_TARGETS = [t for t in TARGETS if t.backward]
+WINDOW_BACKWARD_TARGETS = [t for t in TARGETS if "window" in t.backward]
+MLA_BACKWARD_TARGETS = [t for t in TARGETS if "mla" in t.backward]
+
+
+def cuda_window_backward_takes(hq, hk, d, dv, dtype) -> bool:
+    """The calls the CUDA (sm_90a) window backward runs (sinkops/cuda: supports()); auto gives the
+    rest to Triton."""
+    group = hq // hk
+    return (dtype in _LOWP and max(d, dv) <= 128 and d % 8 == 0 and dv % 8 == 0
+            and group & (group - 1) == 0)
 BY_NAME = {t.name: t for t in _ALL}
 
 
-def params(targets=None, cases=None, *, op="window", case_id=None):
+def params(targets=None, cases=None, *, op="window", case_id=None, accept=None):
     """pytest params (target,) or (target, case) for every target that takes the case. A case is
-    a dict with optional keys size, dtype, head_dim (what Target.takes() looks at)."""
+    a dict with optional keys size, dtype, head_dim (what Target.takes() looks at); accept(target,
+    case), when given, filters further."""
     targets = TARGETS if targets is None else targets
     out = []
     for t in targets:
@@ -95,7 +108,8 @@ def params(targets=None, cases=None, *, op="window", case_id=None):
                 out.append(pytest.param(t, id=t.name, marks=t.marks))
             continue
         for i, c in enumerate(cases):
-            if t.takes(c.get("size", "tiny"), c.get("dtype", torch.bfloat16), op, c.get("head_dim", 64)):
+            if (t.takes(c.get("size", "tiny"), c.get("dtype", torch.bfloat16), op, c.get("head_dim", 64))
+                    and (accept is None or accept(t, c))):
                 cid = case_id(c) if case_id else str(i)
                 out.append(pytest.param(t, c, id=f"{t.name}-{cid}", marks=t.marks))
     return out

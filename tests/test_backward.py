@@ -1,6 +1,6 @@
 """Backward passes (docs/DESIGN.md §6): window attention (dq, dk, dv, dsinks) and sparse MLA prefill
 (dq, dkv, d attn_sink), through torch autograd on every target with backward kernels
-(tests/targets.py: triton, torch-gpu, triton-interp, torch).
+(tests/targets.py: cuda (window attention, sm_90a), triton, torch-gpu, triton-interp, torch).
 
 Three layers:
 1. the oracle's backward (sinkops.reference.*_backward, float64) equals torch autograd through an
@@ -11,6 +11,7 @@ Three layers:
 3. the edge values stated in §6 exactly (+-inf sinks, empty rows, rows in no segment), determinism,
    and torch.compile(fullgraph=True) of a training step.
 """
+import contextlib
 import math
 
 import pytest
@@ -20,7 +21,8 @@ import dense_attention as dense
 import sinkops
 from helpers import _random_indices, make_sparse_prefill_case, make_window_case, rel_l2, sinks_like
 from sinkops import reference
-from targets import BACKWARD_TARGETS, BY_NAME, params
+from targets import (BY_NAME, MLA_BACKWARD_TARGETS, WINDOW_BACKWARD_TARGETS, cuda_window_backward_takes,
+                     params)
 
 BF16, F16, F32 = torch.bfloat16, torch.float16, torch.float32
 _GRAD_CAP = {BF16: 1e-2, F16: 5e-3, F32: 1e-4, torch.float64: 1e-6}
@@ -47,6 +49,28 @@ def check_grad(actual, oracle, baseline, name, dtype, inherent=None):
     cap = _GRAD_CAP[actual.dtype]
     assert err < cap, f"{name}: err {err:.3e} >= cap {cap:.0e} for {actual.dtype}"
     return err
+
+
+class _RanOn:
+    """For a target whose backward auto picks (a CUDA forward's: docs/DECISIONS.md; auto takes the
+    CUDA kernels on bounded windows): checks that every window backward of the block ran on the
+    target's own backend, not on a fallback."""
+
+    def __init__(self, target):
+        from sinkops.ops import window_backward
+        self.plans, self.name = window_backward._PLANS, target.backend
+
+    def __enter__(self):
+        self.plans.clear()
+
+    def __exit__(self, *exc):
+        if exc[0] is None and self.name == "cuda":
+            ran = {p.backend.name for p in self.plans.values()}
+            assert ran == {"cuda"}, f"the window backward ran on {ran}, not on the CUDA kernels"
+
+
+def _cuda_accepts(target, c):
+    return target.backend != "cuda" or cuda_window_backward_takes(c["hq"], c["hk"], c["d"], c["dv"], c["dtype"])
 
 
 def _loss_grads(outputs, g_out, g_lse):
@@ -145,7 +169,7 @@ def _wid(c):
     return f"h{c['hq']}-{c['hk']}-d{c['d']}-{c['mode']}-{c['kind']}-w{c['window'][0]}_{c['window'][1]}-{str(c['dtype'])[6:]}"
 
 
-@pytest.mark.parametrize("target, c", params(BACKWARD_TARGETS, WINDOW_CASES, case_id=_wid))
+@pytest.mark.parametrize("target, c", params(WINDOW_BACKWARD_TARGETS, WINDOW_CASES, case_id=_wid, accept=_cuda_accepts))
 def test_window_backward(target, c):
     case = make_window_case(c["lq"], c["lk"], c["hq"], c["hk"], c["d"], c["dv"], dtype=c["dtype"], device=target.device)
     sinks = None if c["kind"] is None else sinks_like(c["hq"], c["kind"]).to(target.device)
@@ -157,7 +181,15 @@ def test_window_backward(target, c):
                                         return_lse=True, backend=target.backend)
     g_out = torch.randn_like(out)
     g_lse = torch.randn_like(lse)
-    got = torch.autograd.grad(_loss_grads((out, lse), g_out, g_lse), [q, k, v] + ([s] if s is not None else []))
+    if target.backend == "cuda":  # the CUDA kernels on every window (auto keeps unbounded ones for Triton)
+        left, right = c["window"]
+        got = torch.ops.sinkops.window_attention_backward(
+            g_out, torch.where(torch.isfinite(lse), g_lse, 0.0), *(t.detach() for t in (q, k, v, out, lse)),
+            case["cu_seqlens_q"], case["cu_seqlens_k"], case["max_seqlen_q"], case["max_seqlen_k"], left, right,
+            c["d"] ** -0.5, sinks, mode if sinks is not None else "none", False, "cuda")
+        got = got if sinks is not None else got[:3]
+    else:
+        got = torch.autograd.grad(_loss_grads((out, lse), g_out, g_lse), [q, k, v] + ([s] if s is not None else []))
     args = (case["cu_seqlens_q"], case["cu_seqlens_k"], c["window"], False, c["d"] ** -0.5, sinks, mode)
     dlse = torch.where(torch.isfinite(lse), g_lse, 0.0)
     want = reference.window_attention_backward(g_out.double(), case["q"].double(), case["k"].double(),
@@ -196,7 +228,7 @@ def _prefill_grads(target, case, sink, topk_length, g_out, g_lse, scale):
     return torch.autograd.grad(_loss_grads((out, lse), g_out, g_lse), [q, kv] + ([s] if s is not None else [])), lse
 
 
-@pytest.mark.parametrize("target, c", params(BACKWARD_TARGETS, PREFILL_CASES, op="mla", case_id=_pid))
+@pytest.mark.parametrize("target, c", params(MLA_BACKWARD_TARGETS, PREFILL_CASES, op="mla", case_id=_pid))
 def test_sparse_prefill_backward(target, c):
     dev = target.device
     case = make_sparse_prefill_case(c["sq"], c["skv"], c["hq"], c["d_qk"], c["topk"], device=dev)
@@ -225,7 +257,7 @@ def test_sparse_prefill_backward(target, c):
 
 # ------------------------------------------------------------------------------ 3. edge values, determinism, compile
 
-@pytest.mark.parametrize("target", params(BACKWARD_TARGETS))
+@pytest.mark.parametrize("target", params(WINDOW_BACKWARD_TARGETS))
 def test_window_backward_edge_values(target):
     """key0 +inf: rows that see key 0 give dv_0 their dout and nothing else; -inf: dsink exactly 0;
     null +inf: zero rows, dsink exactly 0; rows in no segment and empty segments: zero gradients."""
@@ -241,7 +273,8 @@ def test_window_backward_edge_values(target):
                                             window_size=(2, 1), sinks=s, sink_mode=mode, return_lse=True,
                                             backend=target.backend)
         g_out = torch.randn_like(out)
-        dq, dk, dv, ds = torch.autograd.grad(_loss_grads((out, lse), g_out, torch.randn_like(lse)), [q, k, v, s])
+        with _RanOn(target):
+            dq, dk, dv, ds = torch.autograd.grad(_loss_grads((out, lse), g_out, torch.randn_like(lse)), [q, k, v, s])
         for name, g in (("dq", dq), ("dk", dk), ("dv", dv), ("dsinks", ds)):
             assert not torch.isnan(g).any(), f"{mode}: NaN in {name}"
         for g in (dq, dk, dv):
@@ -257,7 +290,28 @@ def test_window_backward_edge_values(target):
             assert rel_l2(dv[0, 0], g_out[0:3, 0].float().sum(0)) < 1e-2
 
 
-@pytest.mark.parametrize("target", params(BACKWARD_TARGETS))
+@pytest.mark.parametrize("target", params([t for t in WINDOW_BACKWARD_TARGETS if t.device == "cuda" and t.backend != "torch"]))
+def test_window_backward_more_segments_than_grid_z(target):
+    """70000 segments of 1-3 tokens (the CUDA kernels loop over the segments past grid z, 65535)
+    against the torch backend's backward on the same inputs."""
+    lens = [1 + i % 3 for i in range(70000)]
+    case = make_window_case(lens, hq=4, hk=2, d=64, dtype=BF16, device="cuda")
+    sinks = sinks_like(4, "mimo").to("cuda")
+    g_out = torch.randn(case["q"].shape, device="cuda").to(BF16)
+    grads = {}
+    for backend in (target.backend, "torch"):
+        q, k, v = (case[n].clone().requires_grad_() for n in ("q", "k", "v"))
+        s = sinks.clone().requires_grad_()
+        out = sinkops.window_attention(q, k, v, case["cu_seqlens_q"], max_seqlen_q=3, window_size=(1, 1), sinks=s,
+                                       backend=backend)
+        with _RanOn(target) if backend == target.backend else contextlib.nullcontext():
+            grads[backend] = torch.autograd.grad((out.float() * g_out.float()).sum(), [q, k, v, s])
+    for name, a, b in zip(("dq", "dk", "dv", "dsinks"), grads[target.backend], grads["torch"]):
+        assert not torch.isnan(a).any(), name
+        assert rel_l2(a, b) < 1e-2, f"{name}: {rel_l2(a, b):.3e}"
+
+
+@pytest.mark.parametrize("target", params(MLA_BACKWARD_TARGETS))
 def test_sparse_backward_edge_values(target):
     """Rows with no valid index, a -inf sink (exactly 0) and a +inf sink (zero rows: 0 too), no NaN."""
     dev = target.device
@@ -271,7 +325,7 @@ def test_sparse_backward_edge_values(target):
     assert ds[0] == 0 and ds[1] == 0
 
 
-@pytest.mark.parametrize("target", params(BACKWARD_TARGETS))
+@pytest.mark.parametrize("target", params(WINDOW_BACKWARD_TARGETS))
 def test_backward_deterministic(target):
     """Same inputs -> same bits: window attention always; sparse prefill's dkv (duplicate indices)
     under torch.use_deterministic_algorithms(True)."""
@@ -286,8 +340,12 @@ def test_backward_deterministic(target):
                                        backend=target.backend)
         return torch.autograd.grad((out.float() * 1.5).sum(), [q, k, v, s])
 
-    for a, b in zip(window_grads(), window_grads()):
+    with _RanOn(target):
+        first, second = window_grads(), window_grads()
+    for a, b in zip(first, second):
         assert torch.equal(a, b)
+    if "mla" not in target.backward:
+        return
     pc = make_sparse_prefill_case(6, 8, 16, 512, 32, device=dev, invalid_frac=0.0)  # 8 rows: many duplicates
     g_out = torch.randn(6, 16, 512, device=dev).to(BF16)
     g_lse = torch.randn(6, 16, device=dev)
@@ -301,7 +359,7 @@ def test_backward_deterministic(target):
         assert torch.equal(a, b)
 
 
-@pytest.mark.parametrize("target", params([t for t in BACKWARD_TARGETS if t.backend == "triton"]))
+@pytest.mark.parametrize("target", params([t for t in MLA_BACKWARD_TARGETS if t.backend == "triton"]))
 @pytest.mark.parametrize("deterministic", [False, True])
 def test_sparse_backward_in_query_chunks(target, deterministic, monkeypatch):
     """The Triton backward stages P and dX per chunk of queries: chunks of 2 queries (3 launches
@@ -391,7 +449,7 @@ def test_dispatcher_and_eager_autograd_paths_agree():
         assert torch.equal(a, b)
 
 
-@pytest.mark.parametrize("target", params(BACKWARD_TARGETS))
+@pytest.mark.parametrize("target", params(WINDOW_BACKWARD_TARGETS))
 def test_backward_writes_every_gradient_element(target):
     """NaN poisoning for the backward: under torch's deterministic mode every torch.empty (the
     gradients, the row terms, the deterministic staging) starts as NaN, so an element a kernel
@@ -411,11 +469,14 @@ def test_backward_writes_every_gradient_element(target):
             s = torch.tensor([math.inf, -math.inf, 0.4, -1.0], device=dev).requires_grad_()
             out, lse = sinkops.window_attention(q, k, v, case["cu_seqlens_q"], max_seqlen_q=30, window_size=(4, 2),
                                                 sinks=s, sink_mode=mode, return_lse=True, backend=target.backend)
-            grads = torch.autograd.grad(_loss_grads((out, lse), torch.randn_like(out), torch.randn_like(lse)),
-                                        [q, k, v, s])
+            with _RanOn(target):
+                grads = torch.autograd.grad(_loss_grads((out, lse), torch.randn_like(out), torch.randn_like(lse)),
+                                            [q, k, v, s])
             for name, g in zip(("dq", "dk", "dv", "dsinks"), grads):
                 assert not torch.isnan(g).any(), f"{mode}: {name} has unwritten (NaN) elements"
             assert all((g[-5:] == 0).all() for g in grads[:3]), f"{mode}: padding rows got a gradient"
+        if "mla" not in target.backward:
+            return
         pc = make_sparse_prefill_case(5, 40, 3, 576, 24, device=dev)
         pc["indices"][2] = -1
         sink = torch.tensor([math.inf, -math.inf, 0.3], device=dev)

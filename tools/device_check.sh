@@ -86,11 +86,11 @@ if has decode; then
   sanitize_both cuda decode
 fi
 if has backward; then
-  log "backward: gpu tests, sanitizers (Triton backward kernels), benchmark"
+  log "backward: gpu tests, sanitizers (Triton and CUDA backward kernels), benchmark"
   (cd /tmp && python3 -m pytest -q -rs -p no:cacheprovider "$R/tests/test_backward.py" -m gpu 2>&1 \
      | tee "$OUT/test_backward_gpu.log" | tail -6)
   for tool in memcheck racecheck; do
-    (cd /tmp && compute-sanitizer --tool $tool python3 "$R/tools/sanitize_cases.py" triton backward \
+    (cd /tmp && compute-sanitizer --tool $tool python3 "$R/tools/sanitize_cases.py" cuda,triton backward \
        > "$OUT/sanitize_backward_$tool.log" 2>&1; tail -2 "$OUT/sanitize_backward_$tool.log")
   done
   (cd /tmp && python3 "$R/bench/bench_backward.py" --json "$OUT/bench_backward.json" 2>&1 | tee "$OUT/bench_backward.log")

@@ -3,7 +3,7 @@ Triton backends: ragged shapes (empty segments, windows at edges, odd topk, ever
 instantiation, split and single-pass decode) and the device-side values no kernel may let out
 of bounds (docs/DESIGN.md §2): cu_seqlens negative / decreasing / past the end / INT32_MIN..MAX,
 indices INT32_MIN / INT32_MAX / -1 / past the pool, topk_length below 0 and above topk; the
-Triton backward kernels under the same values.
+backward kernels (Triton's, the CUDA window backward) under the same values.
 
     compute-sanitizer --tool memcheck python3 tools/sanitize_cases.py [cuda,triton] [backward,window,prefill,decode]
 Prints one line per group; the sanitizer's own summary says whether anything was caught.
@@ -111,11 +111,12 @@ def decode(backend):
 
 
 def backward(backend):
-    """The backward kernels (Triton only: the CUDA backend has none) under the same bad values."""
-    if backend != "triton":
-        return
+    """The backward kernels under the same bad values: Triton's, and the CUDA window backward
+    (sm_90a, head dims 64..128; called by name, since auto keeps unbounded windows for Triton)."""
     for d, (hq, hk), window_size in ((64, (8, 2), (16, 16)), (128, (4, 4), (-1, -1)), (80, (4, 1), (5, 0)),
-                                     (33, (2, 1), (-1, 3))):
+                                     (96, (16, 1), (70, 3)), (33, (2, 1), (-1, 3))):
+        if backend == "cuda" and d % 8:
+            continue  # the Triton backward's case
         t = 201
         q, k, v = (torch.randn(t, h, d, device=dev, dtype=torch.bfloat16, requires_grad=True) for h in (hq, hk, hk))
         for mode, sinks in (("key0", [1.0, float("inf"), float("-inf"), 0.2]), ("null", [float("inf"), -1.0, 0.5, 2.0])):
@@ -123,7 +124,14 @@ def backward(backend):
             for c in ([0, 70, 70, 71, 201], [-5, 70, 40, 300, I32_MAX], [I32_MIN, I32_MAX], [200, 10, 201, -1, 5]):
                 out, lse = sinkops.window_attention(q, k, v, cu(c), None, 201, window_size=window_size, sinks=s,
                                                     sink_mode=mode, return_lse=True, backend=backend)
-                torch.autograd.grad((out.float().sum() + lse.nan_to_num(posinf=0).sum()), [q, k, v, s])
+                if backend == "cuda":
+                    torch.ops.sinkops.window_attention_backward(
+                        torch.ones_like(out), None, *(x.detach() for x in (q, k, v, out, lse)), cu(c), cu(c), 201, 201,
+                        *window_size, d ** -0.5, s.detach(), mode, False, "cuda")
+                else:
+                    torch.autograd.grad((out.float().sum() + lse.nan_to_num(posinf=0).sum()), [q, k, v, s])
+    if backend != "triton":
+        return  # the sparse prefill backward is Triton's (and torch's)
     for dqk, hq, topk in ((512, 8, 17), (576, 64, 70), (512, 128, 64)):
         q = torch.randn(5, hq, dqk, device=dev, dtype=torch.bfloat16, requires_grad=True)
         kv = torch.randn(100, 1, dqk, device=dev, dtype=torch.bfloat16, requires_grad=True)

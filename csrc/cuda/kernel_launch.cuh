@@ -73,15 +73,21 @@ inline bool use_sm90(const DeviceInfo& info) {
 }
 
 // Lets kKernel use `bytes` of dynamic shared memory on the current device. The limit is a property
-// of the function on each device, so it is raised once rather than on every launch.
+// of the function on each device, so it is raised once rather than on every launch. max_carveout:
+// also ask for the SM's largest shared-memory carveout, for kernels that want several CTAs of
+// that size per SM (left to the driver, it chose 132 KB for 51 KB CTAs: 2 per SM, not 4).
 template <auto kKernel>
-void reserve_dynamic_smem(int bytes, const char* what) {
+void reserve_dynamic_smem(int bytes, const char* what, bool max_carveout = false) {
   static std::atomic<int> reserved[kMaxDevices];
   if (bytes <= 48 * 1024) return;
   const int device = current_device();
   if (reserved[device].load(std::memory_order_relaxed) >= bytes) return;
   check_cuda(cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes),
              std::string(what) + ": cannot reserve " + std::to_string(bytes) + " bytes of shared memory");
+  if (max_carveout)
+    check_cuda(cudaFuncSetAttribute(kKernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                    cudaSharedmemCarveoutMaxShared),
+               std::string(what) + ": cannot set the shared memory carveout");
   int seen = reserved[device].load(std::memory_order_relaxed);
   while (seen < bytes && !reserved[device].compare_exchange_weak(seen, bytes)) {
   }

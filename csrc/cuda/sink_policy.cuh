@@ -24,6 +24,14 @@ struct RowFinish {
   float max_logit;  // natural units; -inf for rows that saw no key
 };
 
+// A row's terms in the backward (docs/DESIGN.md §6), from the forward's lse (natural log, +inf:
+// the row saw nothing or a +inf key0 sink), D = <dO, O> and the lse's gradient.
+struct BackwardRow {
+  float r;      // 1 - p_sink: P = r Q (the null sink; 1 otherwise), 0 where lse = +inf
+  float delta;  // r D - dlse: dX = Q (r dP - delta)
+  float dsink;  // the null sink's gradient from this row, -p_sink D (key0: the dX of key 0, summed by the kernel)
+};
+
 // sinks[head] * log2(e), or -inf without a sink tensor.
 __device__ __forceinline__ float load_log2(const float* sinks, int head) {
   return sinks != nullptr ? sinks[head] * kLog2e : -INFINITY;
@@ -49,6 +57,22 @@ struct Policy {
     f.lse = (m + log2f(l)) * kLn2;  // m = +inf (a +inf key0 sink) gives lse = +inf
     f.max_logit = m * kLn2;
     return f;
+  }
+
+  // sink: natural units, -inf without a sink tensor. r = sigmoid(lse - s), p_sink = sigmoid(s - lse):
+  // exact at s = -inf (r 1, p_sink 0) and +inf (r 0, p_sink 1).
+  static __device__ __forceinline__ BackwardRow backward_row(float lse, float d_row, float g_lse, float sink) {
+    BackwardRow b{0.f, 0.f, 0.f};
+    if (lse == INFINITY) return b;  // saw nothing (or a +inf key0 sink): no gradient through Q
+    float p_sink = 0.f;
+    b.r = 1.f;
+    if constexpr (kMode == SinkMode::kNull) {
+      b.r = 1.f / (1.f + exp2f((sink - lse) * kLog2e));
+      p_sink = 1.f / (1.f + exp2f((lse - sink) * kLog2e));
+    }
+    b.delta = b.r * d_row - g_lse;
+    b.dsink = -p_sink * d_row;
+    return b;
   }
 };
 

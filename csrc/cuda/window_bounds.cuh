@@ -40,4 +40,13 @@ __device__ __forceinline__ void segment_bounds(const int32_t* cu, int b, int64_t
   len = static_cast<int>(e - a);  // cu values are int32, so a segment fits int32
 }
 
+// Segment b of the packed q and k tokens (segment_bounds of each): any params struct with the
+// window fields (WindowAttentionParams, WindowAttentionBackwardParams).
+template <class Params>
+__device__ __forceinline__ void segment_pair(const Params& p, int b, int64_t& q_start, int& sq, int64_t& k_start,
+                                             int& sk) {
+  segment_bounds(p.cu_seqlens_q, b, p.total_q, q_start, sq);
+  segment_bounds(p.cu_seqlens_k, b, p.total_k, k_start, sk);
+}
+
 }  // namespace sinkops::cuda::window_attention

@@ -25,7 +25,10 @@ _LOWP = (torch.bfloat16, torch.float16)
 
 
 class CudaBackend:
-    ops = backends.FORWARD_OPS  # no backward kernels yet (docs/DECISIONS.md)
+    # The window backward has Hopper kernels only: where they cannot run the call, supports() says
+    # why, and a CUDA forward's backward goes to auto's choice (partial_backward; docs/DECISIONS.md).
+    ops = backends.FORWARD_OPS | {"window_attention_backward"}
+    partial_backward = True
 
     def __init__(self, module, name="cuda", device_type="cuda", import_error=""):
         self.name, self.mod, self.device_type = name, module, device_type
@@ -52,7 +55,7 @@ class CudaBackend:
         return t.device.index if self.device_type == "cuda" else -1
 
     def supports(self, a) -> str:
-        dtypes = _LOWP if a.op == "window_attention" else (torch.bfloat16,)
+        dtypes = _LOWP if a.op.startswith("window_attention") else (torch.bfloat16,)
         if a.q.dtype not in dtypes:
             return f"q: dtype {str(a.q.dtype)[6:]} has no CUDA kernel ({', '.join(str(d)[6:] for d in dtypes)})"
         # The launcher's own checks (head dim, shared memory of this GPU), asked without launching.
@@ -61,10 +64,17 @@ class CudaBackend:
     def prefers(self, a) -> bool:
         """Whether `auto` should take this backend before the ones listed ahead of it: the sm_90a
         kernels (on a Hopper GPU: window attention at d <= 128 but full attention at d 64, sparse
-        prefill above 32 heads)
-        are faster than the Triton ones there (bench/NOTES.md); the mma.sync kernels are not."""
+        prefill above 32 heads, the window backward on bounded windows) are faster than the Triton
+        ones there (bench/NOTES.md); the mma.sync kernels are not."""
+        if self.device_type != "cuda" or a.op not in self.ops or self.supports(a):
+            return False
+        if a.op == "window_attention_backward":
+            # its sm_90a kernels beat Triton's on bounded windows (MiMo video 455 vs 568 µs, d 80
+            # 160 vs 196) but not on full attention (unbounded d 128: 3700 vs 3018 µs; bench/NOTES.md
+            # "Window backward, sm90")
+            return a.window_left >= 0 and a.window_right >= 0
         path = getattr(self.mod, a.op + "_path", None)
-        if path is None or self.device_type != "cuda" or self.supports(a):
+        if path is None:
             return False
         if (a.op == "window_attention" and max(a.q.shape[-1], a.v.shape[-1]) <= 64
                 and (a.window_left < 0 or a.window_right < 0)):

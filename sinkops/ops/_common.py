@@ -42,9 +42,11 @@ def register_op(name: str, schema: str, returns: str, outs: str, kernel, kernel_
 
 def backward_backend(name: str, op: str) -> str:
     """The backend the backward of a call made with backend=`name` runs on: the same one when it
-    has the backward op, else auto (a CUDA or SYCL forward trains with the Triton or torch
-    backward: docs/DECISIONS.md)."""
-    if name == "auto" or op in getattr(backends.get(name), "ops", ()):
+    has the backward op for every call its forward takes, else auto, which takes it wherever it
+    can (a SYCL forward trains with the Triton or torch backward; a CUDA forward with the CUDA
+    window backward on Hopper, else Triton's: docs/DECISIONS.md)."""
+    b = backends.get(name) if name != "auto" else None
+    if b is not None and op in getattr(b, "ops", ()) and not getattr(b, "partial_backward", False):
         return name
     return "auto"
 

@@ -9,6 +9,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 R=$PWD
 python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/sinkops-*.whl || exit 1
+(cd sinkops && find . -name '*.py' -exec cp --parents {} /tmp/site/sinkops/ \;)  # this tree's Python over the wheel's
 names=(base "$@")
 for v in "$@"; do rm -rf /tmp/site_$v; cp -r /tmp/site /tmp/site_$v; cp .whl/var_$v/_C*.so /tmp/site_$v/sinkops/; done
 site() { [ "$1" = base ] && echo /tmp/site || echo /tmp/site_$1; }

@@ -2,7 +2,10 @@
 // build has them (SINKOPS_SM90, set by tools/build_cuda.py) and the device is a Hopper GPU.
 // The caller has validated the params (the same checks as the sm80 path).
 #pragma once
+#include <string>
+
 #include "sinkops/sparse_mla_params.h"
+#include "sinkops/window_attention_backward_params.h"
 #include "sinkops/window_attention_params.h"
 
 namespace sinkops::cuda::sm90 {
@@ -24,5 +27,11 @@ void sparse_mla_decode(const SparseMlaDecodeParams& params, void* stream);
 bool window_attention_sm90_takes(const WindowAttentionParams& params, int smem_optin);
 bool window_attention_sm90_aligned(const WindowAttentionParams& params);
 void window_attention(const WindowAttentionParams& params, void* stream);
+// The backward (the CUDA backend's only backward kernels): "" when calls with these STATIC fields
+// can run (d, d_v multiples of 8 up to 128, a power-of-two group, 16-byte row strides), else why;
+// `aligned` from this call's pointers; window_attention_backward launches the dq, then the dk/dv kernel.
+std::string window_attention_backward_unsupported(const WindowAttentionBackwardParams& params, int smem_optin);
+bool window_attention_backward_aligned(const WindowAttentionBackwardParams& params);
+void window_attention_backward(const WindowAttentionBackwardParams& params, void* stream);
 
 }  // namespace sinkops::cuda::sm90

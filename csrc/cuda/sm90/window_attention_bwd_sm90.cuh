@@ -1,65 +1,51 @@
-// DRAFT (2026-12-02): the dq and dk/dv kernels of a Hopper window-attention backward.
-// Compile-checked with tools/prof/check_window_bwd_sm90.sh (ptxas: registers, spills, HGMMA count);
-// NOT RUN on a GPU, not wired into any launcher or backend. bench/NOTES.md "Backward v2" has the
-// plan this follows, what is still to write (the params X-macro list, the launcher, the CUDA
-// backend's window_attention_backward) and the checks it owes (the backward GPU suite, memcheck,
-// racecheck).
+// The backward of varlen window attention with sinks on Hopper (sm_90a): a dq kernel and a dk/dv
+// kernel, warpgroup MMA with the accumulators in registers, tiles copied with cp.async into
+// swizzled shared memory, double-buffered (docs/DESIGN.md §6 for the math; bench/NOTES.md
+// "Window backward, sm90" for the numbers). No atomics: every gradient element has one writer, so
+// the result is deterministic.
 //
-// Math (docs/DESIGN.md §6), per query row i of the kv head's group and key j of its window, in log2
-// units: x = c s_ij (+ the key0 bias on key 0), Q_ij = 2^(x - lse2_i), P = r_i Q, dX = Q (r_i dP -
-// delta_i), dP_ij = <dO_i, v_j>; dK_j = scale sum_i dX_ij q_i, dV_j = sum_i P_ij dO_i. The row terms
-// lse2 = lse log2 e, r and delta come from the dq kernel (as in sinkops/triton/window_attention_backward.py).
+// Math, per query row i of a kv head's group and key j of its window, in log2 units:
+// x = c s_ij (+ the key0 bias on the segment's key 0, c = scale log2 e), Q_ij = 2^(x - lse2_i),
+// P = r_i Q, dX = Q (r_i dP - delta_i) with dP_ij = <dO_i, v_j>; dq_i = scale sum_j dX_ij k_j,
+// dk_j = scale sum_i dX_ij q_i, dv_j = sum_i P_ij dO_i. The row terms D = <dO, O>, r = 1 - p_sink
+// (the null sink; 1 otherwise, 0 where the row saw nothing), delta = r D - dlse and the rows' sink
+// gradients come from the sink policy (sink_policy.cuh: backward_row), in the dq kernel, which
+// stores r and delta for the dk/dv kernel (so the dq kernel runs first).
 //
-// Work split: one CTA (one warpgroup) per (segment, 64-key tile, kv head), looping over the query
-// blocks whose windows reach the tile. A block is 64 rows folded as in the forward: Pw consecutive
-// positions x Hc heads of the group (Hc Pw = 64, head-major: row r = head r / Pw, position r % Pw).
-// Per block, every operand in a layout the forward already uses:
-//   S^T  = K Q^T            SS wgmma, A = the K tile [64 keys, d] (K-major), B = the Q tile [64 rows, d]
-//   dP^T = V dO^T           SS wgmma, A = the V tile, B = the dO tile
-//   dV  += P^T dO           RS wgmma, A = P^T from registers, B = the dO tile viewed [d_v, 64 rows] (MN-major)
-//   dK  += dX^T Q           RS wgmma, A = dX^T from registers, B = the Q tile viewed [d, 64 rows]
-// The accumulators' columns are query rows, so the row terms are read per column from shared memory.
-// Q / dO tiles are double-buffered with cp.async groups: block b + 1 loads while block b computes.
+// Rows of a block are the forward's: Pw consecutive positions x Hc heads of one kv head (GQA folded
+// into M, Hc Pw = 64, head-major: row r = head r / Pw, position r % Pw; Hc = min(group, 64), a
+// power of two). Every operand is a layout the forward uses:
+//  * dq kernel, one CTA (one warpgroup) per (segment, block of Pw positions, kv head, head chunk):
+//    Q and dO stay resident; the 64-key tiles of the block's windows stream through two buffers.
+//    S = Q K^T, dP = dO V^T (SS), dq += dX K (RS, K viewed [d, 64 keys] as the forward views V).
+//  * dk/dv kernel, one CTA per (segment, 64-key tile, kv head): K and V stay resident; the query
+//    blocks whose windows reach the tile (every head chunk) stream through two buffers.
+//    S^T = K Q^T, dP^T = V dO^T (SS: the accumulators' columns are query rows, whose row terms are
+//    read per column from shared memory), dV += P^T dO, dK += dX^T Q (RS, dO and Q viewed [d, 64 rows]).
+//  * cu_seqlens values are clamped (window_bounds.cuh); rows and channels outside the tensors are
+//    zero-filled by cp.async and never read, so no value of them leaves the tensors.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <type_traits>
 
 #include "../mma_sm80.cuh"  // ptx::exp2_approx
-#include "../sink_policy.cuh"  // sink::kLog2e
+#include "../sink_policy.cuh"
 #include "../window_bounds.cuh"
+#include "sinkops/window_attention_backward_params.h"
+#include "../kernel_launch.cuh"
 #include "wgmma.cuh"
+#include "window_attention_sm90_launch.cuh"  // WindowBwdShape, the launch declarations
 
 namespace sinkops::cuda::sm90 {
-
-// The draft's own argument block (the wiring replaces it by an X-macro params list).
-struct WindowBwdDkdvArgs {
-  const void* q;     // [total_q, hq, d]    q's dtype
-  const void* k;     // [total_k, hk, d]
-  const void* v;     // [total_k, hk, d_v]
-  const void* dout;  // [total_q, hq, d_v]
-  const float* lse;    // [hq, total_q] natural log (+inf: the row saw nothing)
-  const float* r;      // [hq, total_q] 1 - p_sink (0 where lse = +inf), from the dq kernel
-  const float* delta;  // [hq, total_q] r D - dlse, from the dq kernel
-  const float* sinks;  // [hq] or nullptr (key0 sink only; the null sink enters through r)
-  const int32_t* cu_seqlens_q;
-  const int32_t* cu_seqlens_k;
-  void* dk;  // [total_k, hk, d]
-  void* dv;  // [total_k, hk, d_v]
-  int64_t total_q, total_k;
-  int64_t q_row_stride, q_head_stride, k_row_stride, k_head_stride, v_row_stride, v_head_stride;
-  int64_t do_row_stride, do_head_stride, dk_row_stride, dk_head_stride, dv_row_stride, dv_head_stride;
-  int64_t rows_stride;  // of lse, r, delta (their head stride)
-  int batch, group, d, d_v, window_left, window_right, n_key_tiles;
-  float scale, scale_log2;  // softmax scale, and it times log2 e
-};
 
 template <typename T, int kHeadDim>
 struct WindowBwdConfig {
   static constexpr int kThreads = 128;  // one warpgroup
-  static constexpr int kChunks = kHeadDim / 8;
+  static constexpr int kChunks = kHeadDim / 8;  // 16-byte chunks per row
   using Atom = conditional_t<kHeadDim % 64 == 0, GMMA::Layout_K_SW128_Atom<T>,
                              conditional_t<kHeadDim % 32 == 0, GMMA::Layout_K_SW64_Atom<T>, GMMA::Layout_K_SW32_Atom<T>>>;
   using Tile = decltype(tile_to_shape(Atom{}, Shape<_64, Int<kHeadDim>>{}, Step<_1, _2>{}));  // [64 rows, d]
@@ -68,378 +54,467 @@ struct WindowBwdConfig {
   using MmaG = decltype(make_tiled_mma(
       GMMA::rs_op_selector<T, T, float, Shape<_64, Int<kHeadDim>, _16>, GMMA::Major::K, GMMA::Major::MN>()));
   struct Smem {
-    alignas(1024) T k[64 * kHeadDim];
-    alignas(1024) T v[64 * kHeadDim];
-    alignas(1024) T q[2][64 * kHeadDim];   // [buffer] Q block
-    alignas(1024) T dout[2][64 * kHeadDim];  // [buffer] dO block
-    float lse2[2][64], r[2][64], delta[2][64];
+    alignas(1024) T resident[2][64 * kHeadDim];     // dq: Q, dO of the block; dk/dv: K, V of the tile
+    alignas(1024) T streamed[2][2][64 * kHeadDim];  // [buffer]: dq: K, V tiles; dk/dv: Q, dO blocks
+    float4 rows[2][64];  // [buffer] each row's terms: one 16-byte load (dq: {lse2, r, delta}, buffer 0; dk/dv: {lse, r, delta})
   };
+  static constexpr int kSmemBytes = sizeof(Smem);
 };
 
-// The CuTe element type of a CUDA 16-bit type.
 template <typename Tg>
 using BwdElement = conditional_t<std::is_same_v<Tg, __nv_bfloat16>, cutlass::bfloat16_t, cutlass::half_t>;
 
-// Copies 64 rows into two [64, d] tiles with cp.async (every thread of the warpgroup a share):
-// tile A gets row_a(r)'s first d_a channels, tile B row_b(r)'s first d_b; a null row pointer and
-// channels past d_a / d_b are zero-filled and read nothing (`dummy`: a valid address never read).
-template <typename C, typename Tile, typename Tg, typename RowA, typename RowB>
-__device__ __forceinline__ void copy_tile_pair(Tile& sA, Tile& sB, int t, int d_a, int d_b, RowA row_a, RowB row_b,
-                                               const Tg* dummy) {
-  for (int idx = t; idx < 64 * C::kChunks; idx += 128) {
-    const int r = idx / C::kChunks, col = (idx % C::kChunks) * 8;
-    const Tg* a = row_a(r);
-    const Tg* b = row_b(r);
-    const bool a_ok = a != nullptr && col < d_a, b_ok = b != nullptr && col < d_b;
-    cp_async_16_zfill_l2(&sA(r, col), a_ok ? a + col : dummy, a_ok);
-    cp_async_16_zfill_l2(&sB(r, col), b_ok ? b + col : dummy, b_ok);
-  }
-}
-
-template <typename Tg, int kHeadDim, bool kKey0>
-__global__ void __launch_bounds__(128, 1) window_attention_bwd_dkdv_sm90_kernel(const __grid_constant__ WindowBwdDkdvArgs p) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using T = BwdElement<Tg>;
-  using C = WindowBwdConfig<T, kHeadDim>;
-  using window_attention::row_bounds_diag;
-  using window_attention::segment_bounds;
-  extern __shared__ __align__(1024) unsigned char smem_raw[];
-  auto& sm = *reinterpret_cast<typename C::Smem*>(smem_raw);
-  const int t = threadIdx.x;
-  const int b = blockIdx.x / p.n_key_tiles, tile = blockIdx.x % p.n_key_tiles, hk = blockIdx.y;
-  int64_t q_start, k_start;
-  int sq, sk;
-  segment_bounds(p.cu_seqlens_q, b, p.total_q, q_start, sq);
-  segment_bounds(p.cu_seqlens_k, b, p.total_k, k_start, sk);
-  const int kt = tile * 64;
-  if (kt >= sk) return;  // CTA-uniform
-  const int off = sk - sq;
-  // Rows of a block: Hc heads x Pw positions (the group's heads in chunks of up to 64). Contract
-  // for the launcher: group is a power of two (else Pw = 64 / Hc is not, and the row split breaks).
-  const int hc = p.group < 64 ? p.group : 64;
-  const int pw = 64 / hc, pw_shift = __ffs(pw) - 1;
-  // Query positions whose window reaches keys [kt, kt + 63]: i + off - left <= kt + 63, i + off + right >= kt.
-  int m_lo = 0, m_hi = sq;
-  if (p.window_right >= 0) m_lo = max(kt - off - p.window_right, 0);
-  if (p.window_left >= 0) m_hi = min(kt + 63 - off + p.window_left + 1, sq);
-  m_lo = m_lo / pw * pw;
-  const int n_pos_blocks = m_hi > m_lo ? (m_hi - m_lo + pw - 1) / pw : 0;
-  const int n_head_chunks = (p.group + hc - 1) / hc;
-  const int n_blocks = n_pos_blocks * n_head_chunks;
-
-  const Tg* q = static_cast<const Tg*>(p.q);
-  const Tg* k = static_cast<const Tg*>(p.k);
-  const Tg* v = static_cast<const Tg*>(p.v);
-  const Tg* dout = static_cast<const Tg*>(p.dout);
-  auto sK = make_tensor(make_smem_ptr(sm.k), typename C::Tile{});
-  auto sV = make_tensor(make_smem_ptr(sm.v), typename C::Tile{});
-  // ---- the key tile (keys past the segment and channels past d / d_v are zero-filled) ----
-  auto load_keys = [&]() {
-    copy_tile_pair<C>(sK, sV, t, p.d, p.d_v,
-        [&](int r) { return r < sk - kt ? k + (k_start + kt + r) * p.k_row_stride + hk * p.k_head_stride : nullptr; },
-        [&](int r) { return r < sk - kt ? v + (k_start + kt + r) * p.v_row_stride + hk * p.v_head_stride : nullptr; }, k);
-  };
-  // ---- block blk: rows (head chunk blk / n_pos_blocks, positions m_lo + pw (blk % n_pos_blocks) ..) ----
-  auto block_head0 = [&](int blk) { return hk * p.group + (blk / n_pos_blocks) * hc; };
-  auto block_pos0 = [&](int blk) { return m_lo + pw * (blk % n_pos_blocks); };
-  auto load_block = [&](int blk, int buf) {
-    const int h0 = block_head0(blk), pos0 = block_pos0(blk);
-    auto sQ = make_tensor(make_smem_ptr(sm.q[buf]), typename C::Tile{});
-    auto sO = make_tensor(make_smem_ptr(sm.dout[buf]), typename C::Tile{});
-    auto ok = [&](int r) { return pos0 + (r & (pw - 1)) < sq && h0 + (r >> pw_shift) < (hk + 1) * p.group; };
-    copy_tile_pair<C>(sQ, sO, t, p.d, p.d_v,
-        [&](int r) {
-          return ok(r) ? q + (q_start + pos0 + (r & (pw - 1))) * p.q_row_stride + (h0 + (r >> pw_shift)) * p.q_head_stride
-                       : nullptr;
-        },
-        [&](int r) {
-          return ok(r) ? dout + (q_start + pos0 + (r & (pw - 1))) * p.do_row_stride +
-                             (h0 + (r >> pw_shift)) * p.do_head_stride
-                       : nullptr;
-        },
-        q);
-    if (t < 64) {  // the row terms; rows outside the segment get lse +inf (they then see nothing)
-      const int head = h0 + (t >> pw_shift), pos = pos0 + (t & (pw - 1));
-      const bool row_ok = pos < sq && head < (hk + 1) * p.group;
-      const int64_t at = int64_t(head) * p.rows_stride + q_start + pos;
-      sm.lse2[buf][t] = row_ok ? p.lse[at] * sink::kLog2e : INFINITY;
-      sm.r[buf][t] = row_ok ? p.r[at] : 0.f;
-      sm.delta[buf][t] = row_ok ? p.delta[at] : 0.f;
-    }
-    cp_async_commit();
-  };
-
-  Tensor acc_dk = partition_fragment_C(typename C::MmaG{}, Shape<_64, Int<kHeadDim>>{});
-  Tensor acc_dv = partition_fragment_C(typename C::MmaG{}, Shape<_64, Int<kHeadDim>>{});
-  clear(acc_dk);
-  clear(acc_dv);
-  const float c = p.scale_log2;
-  if (n_blocks > 0) {
-    load_keys();
-    load_block(0, 0);  // the key tile's copies ride in this block's group
-  }
-  for (int blk = 0; blk < n_blocks; ++blk) {
-    const int buf = blk & 1;
-    if (blk + 1 < n_blocks) {
-      load_block(blk + 1, buf ^ 1);
-      cp_async_wait_group<1>();
-    } else {
-      cp_async_wait_group<0>();
-    }
-    __syncthreads();  // every thread's copies of this block (and the key tile) have landed
-    auto sQ = make_tensor(make_smem_ptr(sm.q[buf]), typename C::Tile{});
-    auto sO = make_tensor(make_smem_ptr(sm.dout[buf]), typename C::Tile{});
-    auto sQt = make_tensor(make_smem_ptr(sm.q[buf]), typename C::TileT{});
-    auto sOt = make_tensor(make_smem_ptr(sm.dout[buf]), typename C::TileT{});
-    Tensor acc_s = partition_fragment_C(typename C::MmaS{}, Shape<_64, _64>{});   // S^T, then P^T
-    Tensor acc_dp = partition_fragment_C(typename C::MmaS{}, Shape<_64, _64>{});  // dP^T, then dX^T
-    wgmma_ss(typename C::MmaS{}, sK, sQ, acc_s, true, t);
-    wgmma_ss(typename C::MmaS{}, sV, sO, acc_dp, true, t);
-    warpgroup_commit_batch();
-    warpgroup_wait<0>();
-    const int h0 = block_head0(blk), pos0 = block_pos0(blk);
-    Tensor p_reg = make_tensor<T>(partition_shape_A(typename C::MmaG{}, Shape<_64, _64>{}));   // P^T (16-bit)
-    Tensor dx_reg = make_tensor<T>(partition_shape_A(typename C::MmaG{}, Shape<_64, _64>{}));  // dX^T
-#pragma unroll
-    for (int i = 0; i < size(acc_s); ++i) {
-      const int key = acc_row((i / 2) % 2, t), col = acc_col(i, t);  // accumulator row = key, column = query row
-      const int kn = kt + key, pos = pos0 + (col & (pw - 1)), head = h0 + (col >> pw_shift);
-      int lo, hi;
-      row_bounds_diag(pos + off, p.window_left, p.window_right, sk, lo, hi);
-      const bool visible = pos < sq && kn >= lo && kn <= hi;
-      float x = acc_s(i) * c;
-      bool inf_key0 = false;
-      if constexpr (kKey0) {
-        if (kn == 0 && p.sinks != nullptr) {
-          const float s = p.sinks[head];
-          inf_key0 = s == INFINITY;  // its rows output v_0: P one-hot there, Q and dX 0
-          x += inf_key0 ? 0.f : s * sink::kLog2e;
-        }
-      }
-      const float lse2 = sm.lse2[buf][col], r = sm.r[buf][col], delta = sm.delta[buf][col];
-      const float prob = visible ? ptx::exp2_approx(x - lse2) : 0.f;  // 0 where lse = +inf
-      const float pr = inf_key0 && visible ? 1.f : prob * r;
-      p_reg(i) = T(pr);
-      dx_reg(i) = T(prob * (r * acc_dp(i) - delta));
-    }
-    wgmma_rs(typename C::MmaG{}, p_reg, sOt, acc_dv, t);
-    wgmma_rs(typename C::MmaG{}, dx_reg, sQt, acc_dk, t);
-    warpgroup_commit_batch();
-    warpgroup_wait<0>();
-    __syncthreads();  // buffer buf is read by every thread's wgmma before block blk + 2 overwrites it
-  }
-  // ---- dK (times the scale), dV: keys of the segment, channels below d / d_v ----
-  Tg* dk = static_cast<Tg*>(p.dk);
-  Tg* dv = static_cast<Tg*>(p.dv);
-#pragma unroll
-  for (int i = 0; i < size(acc_dk); i += 2) {
-    const int key = acc_row((i / 2) % 2, t), col = acc_col(i, t);
-    if (kt + key >= sk) continue;
-    const int64_t row = k_start + kt + key;
-    if (col < p.d) {
-      dk[row * p.dk_row_stride + hk * p.dk_head_stride + col] = Tg(acc_dk(i) * p.scale);
-      if (col + 1 < p.d) dk[row * p.dk_row_stride + hk * p.dk_head_stride + col + 1] = Tg(acc_dk(i + 1) * p.scale);
-    }
-    if (col < p.d_v) {
-      dv[row * p.dv_row_stride + hk * p.dv_head_stride + col] = Tg(acc_dv(i));
-      if (col + 1 < p.d_v) dv[row * p.dv_row_stride + hk * p.dv_head_stride + col + 1] = Tg(acc_dv(i + 1));
-    }
-  }
-#endif
-}
-
-
-// The dq kernel's arguments (the draft's own; the wiring replaces them by an X-macro params list).
-struct WindowBwdDqArgs {
-  const void* q;     // [total_q, hq, d]
-  const void* k;     // [total_k, hk, d]
-  const void* v;     // [total_k, hk, d_v]
-  const void* out;   // [total_q, hq, d_v]  the forward's output
-  const void* dout;  // [total_q, hq, d_v]
-  const float* lse;   // [hq, total_q]
-  const float* dlse;  // [hq, total_q] or nullptr
-  const float* sinks;  // [hq] or nullptr
-  const int32_t* cu_seqlens_q;
-  const int32_t* cu_seqlens_k;
-  void* dq;             // [total_q, hq, d]
-  float* r;             // [hq, total_q] written: 1 - p_sink (0 where lse = +inf)
-  float* delta;         // [hq, total_q] written: r D - dlse
-  float* dsink_rows;    // [hq, total_q] written when sinks: the row's sink gradient (zeroed by the
-                        // launcher: a key0 row that does not see key 0 writes nothing)
-  int64_t total_q, total_k;
-  int64_t q_row_stride, q_head_stride, k_row_stride, k_head_stride, v_row_stride, v_head_stride;
-  int64_t o_row_stride, o_head_stride, do_row_stride, do_head_stride, dq_row_stride, dq_head_stride;
-  int64_t rows_stride;  // of lse, dlse, r, delta, dsink_rows (their head stride)
-  int batch, group, d, d_v, window_left, window_right, n_query_blocks;
-  float scale, scale_log2;
+// One operand of a tile copy: row r of the tile is row (r & rel_mask) x head (r >> head_shift) of a
+// [rows, heads, d] tensor from `base` (rows and heads relative to the tile's first), channels < d.
+template <typename Tg>
+struct TileSource {
+  const Tg* base;
+  int row_stride, head_stride;  // elements, < 2^23 (window_attention_backward_unsupported): offsets fit int32
+  int d;
 };
 
-// One CTA (one warpgroup) per (segment, block of Pw positions x Hc heads, kv head, head chunk):
-// the row terms first (D = <dO, O>, r, delta, the null sink's row gradient -p_sink D), then the
-// key tiles of the block's windows, double-buffered: S = Q K^T, dP = dO V^T (SS), Q = 2^(c s - lse2),
-// dX = Q (r dP - delta), dq += dX K (RS, K viewed [d, 64 keys]). The key0 sink's row gradient is the
-// dX of key 0. Accumulator rows are query rows here, so the row terms sit in two registers a thread.
-template <typename Tg, int kHeadDim, int kSinkMode>  // kSinkMode: 0 none, 1 key0, 2 null
-__global__ void __launch_bounds__(128, 1) window_attention_bwd_dq_sm90_kernel(const __grid_constant__ WindowBwdDqArgs p) {
+// Copies 64 rows into two [64, d] tiles with cp.async (every thread of the warpgroup a share): row r
+// is (rel = r & rel_mask, head r >> head_shift); rows with rel >= live and channels past each
+// source's d are zero-filled and read nothing (from `dummy`, a valid address).
+template <typename C, typename Tile, typename Tg>
+__device__ __forceinline__ void copy_tile_pair(Tile& sA, Tile& sB, int t, const TileSource<Tg>& a,
+                                               const TileSource<Tg>& b, int rel_mask, int head_shift, int live,
+                                               const Tg* dummy) {
+#pragma unroll
+  for (int n = 0; n < C::kChunks / 2; ++n) {  // 64 rows x kChunks chunks over 128 threads
+    const int idx = t + 128 * n;
+    const int r = idx / C::kChunks, col = (idx % C::kChunks) * 8;
+    const int rel = r & rel_mask, head = r >> head_shift;
+    const bool a_ok = rel < live && col < a.d, b_ok = rel < live && col < b.d;
+    cp_async_16_zfill_l2(&sA(r, col), a_ok ? a.base + (rel * a.row_stride + head * a.head_stride + col) : dummy, a_ok);
+    cp_async_16_zfill_l2(&sB(r, col), b_ok ? b.base + (rel * b.row_stride + head * b.head_stride + col) : dummy, b_ok);
+  }
+}
+
+// <a, b> over 8 16-bit elements in float32.
+template <typename Tg>
+__device__ __forceinline__ float dot8(const uint4& a, const uint4& b) {
+  const auto* a2 = reinterpret_cast<const std::conditional_t<std::is_same_v<Tg, __half>, __half2, __nv_bfloat162>*>(&a);
+  const auto* b2 = reinterpret_cast<const std::conditional_t<std::is_same_v<Tg, __half>, __half2, __nv_bfloat162>*>(&b);
+  float s = 0.f;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    float2 x, y;
+    if constexpr (std::is_same_v<Tg, __half>) {
+      x = __half22float2(a2[i]), y = __half22float2(b2[i]);
+    } else {
+      x = __bfloat1622float2(a2[i]), y = __bfloat1622float2(b2[i]);
+    }
+    s = fmaf(x.x, y.x, s);
+    s = fmaf(x.y, y.y, s);
+  }
+  return s;
+}
+
+// Stores the two consecutive columns (col, col + 1) of an accumulator row, times `scale`, when
+// col < d (d % 8 == 0: a pair never straddles d).
+template <typename Tg>
+__device__ __forceinline__ void store_pair(Tg* row, int col, int d, float a, float b) {
+  if (col >= d) return;
+  if constexpr (std::is_same_v<Tg, __half>) {
+    *reinterpret_cast<__half2*>(row + col) = __floats2half2_rn(a, b);
+  } else {
+    *reinterpret_cast<__nv_bfloat162*>(row + col) = __floats2bfloat162_rn(a, b);
+  }
+}
+
+// ---------------------------------------------------------------------------------------- dq
+// One CTA per (block of Pw positions, kv head x head chunk, segment; segments past grid z looped):
+// the row terms first (D from O and dO in global memory, while the block's Q / dO copies land),
+// then the key tiles of the block's windows, double-buffered.
+template <typename Tg, int kHeadDim, typename Sink>
+__global__ void __launch_bounds__(128, 3)
+    window_attention_bwd_dq_sm90_kernel(const __grid_constant__ WindowAttentionBackwardParams p,
+                                        const __grid_constant__ WindowBwdShape shape) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using T = BwdElement<Tg>;
   using C = WindowBwdConfig<T, kHeadDim>;
   using window_attention::row_bounds_diag;
-  using window_attention::segment_bounds;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
-  // Reuses the dk/dv kernel's layout: k / v are the block's Q and dO, q / dout[buf] the key tiles' K and V.
   auto& sm = *reinterpret_cast<typename C::Smem*>(smem_raw);
   const int t = threadIdx.x;
-  const int b = blockIdx.x / p.n_query_blocks, qb = blockIdx.x % p.n_query_blocks;
-  const int hc = p.group < 64 ? p.group : 64;  // a power of two (the launcher's contract)
-  const int pw = 64 / hc, pw_shift = __ffs(pw) - 1;
-  const int hk = blockIdx.y, h0 = hk * p.group + blockIdx.z * hc;
-  int64_t q_start, k_start;
-  int sq, sk;
-  segment_bounds(p.cu_seqlens_q, b, p.total_q, q_start, sq);
-  segment_bounds(p.cu_seqlens_k, b, p.total_k, k_start, sk);
-  const int pos0 = qb * pw;
-  if (pos0 >= sq) return;  // CTA-uniform
-  const int off = sk - sq;
+  const int pw = shape.pw, pw_shift = __ffs(pw) - 1;
+  const int hk = blockIdx.y / shape.head_chunks;
+  const int h0 = hk * shape.group + (blockIdx.y % shape.head_chunks) * shape.hc;  // the block's first head
+  const float c = shape.scale_log2;
   const Tg* q = static_cast<const Tg*>(p.q);
   const Tg* k = static_cast<const Tg*>(p.k);
   const Tg* v = static_cast<const Tg*>(p.v);
-  const Tg* dout = static_cast<const Tg*>(p.dout);
   const Tg* out = static_cast<const Tg*>(p.out);
-  auto sQ = make_tensor(make_smem_ptr(sm.k), typename C::Tile{});
-  auto sO = make_tensor(make_smem_ptr(sm.v), typename C::Tile{});
-  auto row_head = [&](int r) { return h0 + (r >> pw_shift); };
-  auto row_pos = [&](int r) { return pos0 + (r & (pw - 1)); };
-  auto row_ok = [&](int r) { return row_pos(r) < sq && row_head(r) < (hk + 1) * p.group; };
-  copy_tile_pair<C>(sQ, sO, t, p.d, p.d_v,
-      [&](int r) {
-        return row_ok(r) ? q + (q_start + row_pos(r)) * p.q_row_stride + row_head(r) * p.q_head_stride : nullptr;
-      },
-      [&](int r) {
-        return row_ok(r) ? dout + (q_start + row_pos(r)) * p.do_row_stride + row_head(r) * p.do_head_stride : nullptr;
-      },
-      q);
-  cp_async_commit();
-  // ---- the row terms: row t (< 64) of the block, D from global memory in float32 ----
-  if (t < 64 && row_ok(t)) {
-    const int64_t row = q_start + row_pos(t), at = int64_t(row_head(t)) * p.rows_stride + row;
-    const Tg* o_row = out + row * p.o_row_stride + row_head(t) * p.o_head_stride;
-    const Tg* do_row = dout + row * p.do_row_stride + row_head(t) * p.do_head_stride;
-    const float lse = p.lse[at];
-    const bool seen = lse != INFINITY;
-    float dsum = 0.f;  // (one thread per row, element by element: to vectorize once it runs)
-    for (int j = 0; j < p.d_v; ++j) dsum += float(o_row[j]) * float(do_row[j]);
-    const float d_row = seen ? dsum : 0.f;
-    const float g_lse = seen && p.dlse != nullptr ? p.dlse[at] : 0.f;
-    float r = seen ? 1.f : 0.f;
-    if constexpr (kSinkMode == 2) {
-      if (p.sinks != nullptr) {
-        const float s = p.sinks[row_head(t)];
-        // r = sigmoid(lse - s), p_sink = sigmoid(s - lse): exact at s = -inf (r 1) and +inf (r 0)
-        r = seen ? 1.f / (1.f + exp2f((s - lse) * sink::kLog2e)) : 0.f;
-        const float p_sink = seen ? 1.f / (1.f + exp2f((lse - s) * sink::kLog2e)) : 0.f;
-        p.dsink_rows[at] = -p_sink * d_row;
-      }
-    }
-    p.r[at] = r;
-    p.delta[at] = r * d_row - g_lse;
-    sm.lse2[0][t] = lse * sink::kLog2e;
-    sm.r[0][t] = r;
-    sm.delta[0][t] = r * d_row - g_lse;
-  } else if (t < 64) {
-    sm.lse2[0][t] = INFINITY, sm.r[0][t] = 0.f, sm.delta[0][t] = 0.f;
-  }
-  // The keys of the block's rows: the first position's first key to the last position's last key.
-  int lo_first, hi_first, lo_last, hi_last;
-  const int last = pos0 + pw - 1 < sq - 1 ? pos0 + pw - 1 : sq - 1;
-  row_bounds_diag(pos0 + off, p.window_left, p.window_right, sk, lo_first, hi_first);
-  row_bounds_diag(last + off, p.window_left, p.window_right, sk, lo_last, hi_last);
-  const int ta = lo_first / 64, tb = hi_last >= lo_first ? hi_last / 64 : ta - 1;
-  auto load_tile = [&](int g, int buf) {
-    auto sK = make_tensor(make_smem_ptr(sm.q[buf]), typename C::Tile{});
-    auto sV = make_tensor(make_smem_ptr(sm.dout[buf]), typename C::Tile{});
-    copy_tile_pair<C>(sK, sV, t, p.d, p.d_v,
-        [&](int r) { return r < sk - 64 * g ? k + (k_start + 64 * g + r) * p.k_row_stride + hk * p.k_head_stride : nullptr; },
-        [&](int r) { return r < sk - 64 * g ? v + (k_start + 64 * g + r) * p.v_row_stride + hk * p.v_head_stride : nullptr; },
-        k);
+  const Tg* dout = static_cast<const Tg*>(p.dout);
+  auto sQ = make_tensor(make_smem_ptr(sm.resident[0]), typename C::Tile{});
+  auto sO = make_tensor(make_smem_ptr(sm.resident[1]), typename C::Tile{});
+
+  for (int b = blockIdx.z; b < p.batch; b += gridDim.z) {
+    int64_t q_start, k_start;
+    int sq, sk;
+    window_attention::segment_pair(p, b, q_start, sq, k_start, sk);
+    const int64_t pos0_64 = int64_t(blockIdx.x) * pw;
+    if (pos0_64 >= sq) continue;  // CTA-uniform
+    const int pos0 = int(pos0_64), live = sq - pos0 < pw ? sq - pos0 : pw;  // positions of the block
+    const int off = sk - sq;  // pos + off of a row (pos < sq) lies in (-2^31, sk): no overflow
+    auto row_head = [&](int r) { return h0 + (r >> pw_shift); };
+    auto row_rel = [&](int r) { return r & (pw - 1); };
+    auto q_row = [&](int r) { return q_start + pos0 + row_rel(r); };
+    copy_tile_pair<C>(sQ, sO, t,
+                      TileSource<Tg>{q + (q_start + pos0) * p.q_row_stride + int64_t(h0) * p.q_head_stride,
+                                     int(p.q_row_stride), int(p.q_head_stride), p.d},
+                      TileSource<Tg>{dout + (q_start + pos0) * p.dout_row_stride + int64_t(h0) * p.dout_head_stride,
+                                     int(p.dout_row_stride), int(p.dout_head_stride), p.d_v},
+                      pw - 1, pw_shift, live, q);
     cp_async_commit();
-  };
-  __syncthreads();  // the row terms in shared memory
-  float lse2[2], rr[2], dl[2], dsink_row[2] = {0.f, 0.f}, bias[2] = {0.f, 0.f};
-  int lo[2], hi[2];
-  bool inf_sink[2] = {false, false};
+    // The keys of the block's rows: its first position's first key to its last position's last key
+    // (both window bounds grow with the position). The first tile loads while the row terms compute.
+    int lo_first, hi_first, lo_last, hi_last;
+    row_bounds_diag(pos0 + off, p.window_left, p.window_right, sk, lo_first, hi_first);
+    row_bounds_diag(pos0 + live - 1 + off, p.window_left, p.window_right, sk, lo_last, hi_last);
+    const int ta = lo_first / 64, tb = hi_last >= lo_first ? hi_last / 64 : ta - 1;
+    auto load_tile = [&](int g, int buf) {
+      auto sK = make_tensor(make_smem_ptr(sm.streamed[buf][0]), typename C::Tile{});
+      auto sV = make_tensor(make_smem_ptr(sm.streamed[buf][1]), typename C::Tile{});
+      const int kt = 64 * g;
+      copy_tile_pair<C>(sK, sV, t,
+                        TileSource<Tg>{k + (k_start + kt) * p.k_row_stride + int64_t(hk) * p.k_head_stride,
+                                       int(p.k_row_stride), 0, p.d},
+                        TileSource<Tg>{v + (k_start + kt) * p.v_row_stride + int64_t(hk) * p.v_head_stride,
+                                       int(p.v_row_stride), 0, p.d_v},
+                        63, 6, sk - kt, k);
+      cp_async_commit();
+    };
+    if (tb >= ta) load_tile(ta, 0);
+
+    // ---- the row terms: two threads per row (a pair of lanes), D = <dO, O> in float32 ----
+    {
+      const int r = t >> 1, half = t & 1;
+      const bool ok = row_rel(r) < live;
+      const int64_t row = q_row(r), head = row_head(r);
+      // issued before the D loop's loads, so that both return in one memory round trip
+      const float lse = ok ? p.lse[head * p.lse_head_stride + row] : INFINITY;
+      const float g_lse = ok && p.dlse != nullptr ? p.dlse[head * p.dlse_head_stride + row] : 0.f;
+      const float sink_s = p.sinks != nullptr ? p.sinks[head] : -INFINITY;
+      float dsum = 0.f;
+      if (ok) {
+        const Tg* o_row = out + q_row(r) * p.out_row_stride + row_head(r) * p.out_head_stride;
+        const Tg* do_row = dout + q_row(r) * p.dout_row_stride + row_head(r) * p.dout_head_stride;
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int r = acc_row(h, t);
-    lse2[h] = sm.lse2[0][r], rr[h] = sm.r[0][r], dl[h] = sm.delta[0][r];
-    row_bounds_diag(row_pos(r) + off, p.window_left, p.window_right, sk, lo[h], hi[h]);
-    if (row_pos(r) >= sq) lo[h] = 1, hi[h] = 0;  // no such row: sees nothing
-    if constexpr (kSinkMode == 1) {
-      if (p.sinks != nullptr && row_head(r) < (hk + 1) * p.group) {
-        const float s = p.sinks[row_head(r)];
-        inf_sink[h] = s == INFINITY;  // its rows see v_0 only: Q and dX are 0 (lse +inf)
-        bias[h] = inf_sink[h] ? 0.f : s * sink::kLog2e;
+        for (int j = half * 8; j < kHeadDim; j += 16)  // unrolled: every load in flight at once
+          if (j < p.d_v)
+            dsum += dot8<Tg>(*reinterpret_cast<const uint4*>(o_row + j), *reinterpret_cast<const uint4*>(do_row + j));
+      }
+      dsum += __shfl_xor_sync(0xffffffffu, dsum, 1);
+      if (half == 0) {
+        float lse2 = INFINITY, rr = 0.f, delta = 0.f;
+        if (ok) {
+          const sink::BackwardRow br = Sink::backward_row(lse, dsum, g_lse, sink_s);
+          const int64_t at = head * p.total_q + row;
+          p.row_r[at] = br.r;
+          p.row_delta[at] = br.delta;
+          if (!Sink::kKey0Bias && p.sinks != nullptr) p.dsink_rows[at] = br.dsink;
+          lse2 = lse * sink::kLog2e, rr = br.r, delta = br.delta;
+        }
+        sm.rows[0][r] = make_float4(lse2, rr, delta, 0.f);
       }
     }
-  }
-  Tensor acc_dq = partition_fragment_C(typename C::MmaG{}, Shape<_64, Int<kHeadDim>>{});
-  clear(acc_dq);
-  const float c = p.scale_log2;
-  if (tb >= ta) load_tile(ta, 0);
-  else cp_async_wait_group<0>();  // no key: the Q / dO copies still land before the CTA ends
-  for (int g = ta; g <= tb; ++g) {
-    const int buf = (g - ta) & 1;
-    if (g + 1 <= tb) {
-      load_tile(g + 1, buf ^ 1);
-      cp_async_wait_group<1>();
-    } else {
-      cp_async_wait_group<0>();
-    }
-    __syncthreads();
-    auto sK = make_tensor(make_smem_ptr(sm.q[buf]), typename C::Tile{});
-    auto sV = make_tensor(make_smem_ptr(sm.dout[buf]), typename C::Tile{});
-    auto sKt = make_tensor(make_smem_ptr(sm.q[buf]), typename C::TileT{});
-    Tensor acc_s = partition_fragment_C(typename C::MmaS{}, Shape<_64, _64>{});   // S
-    Tensor acc_dp = partition_fragment_C(typename C::MmaS{}, Shape<_64, _64>{});  // dP
-    wgmma_ss(typename C::MmaS{}, sQ, sK, acc_s, true, t);
-    wgmma_ss(typename C::MmaS{}, sO, sV, acc_dp, true, t);
-    warpgroup_commit_batch();
-    warpgroup_wait<0>();
-    Tensor dx_reg = make_tensor<T>(partition_shape_A(typename C::MmaG{}, Shape<_64, _64>{}));
-#pragma unroll
-    for (int i = 0; i < size(acc_s); ++i) {
-      const int h = (i / 2) % 2, kn = 64 * g + acc_col(i, t);
-      const bool visible = kn >= lo[h] && kn <= hi[h];
-      const float x = acc_s(i) * c + (kSinkMode == 1 && kn == 0 ? bias[h] : 0.f);
-      const float prob = visible ? ptx::exp2_approx(x - lse2[h]) : 0.f;  // 0 where lse = +inf
-      const float dx = prob * (rr[h] * acc_dp(i) - dl[h]);
-      if (kSinkMode == 1 && kn == 0) dsink_row[h] += dx;  // one thread holds key 0 of a row
-      dx_reg(i) = T(dx);
-    }
-    wgmma_rs(typename C::MmaG{}, dx_reg, sKt, acc_dq, t);
-    warpgroup_commit_batch();
-    warpgroup_wait<0>();
-    __syncthreads();  // buffer buf is read before tile g + 2 overwrites it
-  }
-  // ---- dq (times the scale), the key0 sink's row gradients ----
-  Tg* dq = static_cast<Tg*>(p.dq);
-#pragma unroll
-  for (int i = 0; i < size(acc_dq); i += 2) {
-    const int r = acc_row((i / 2) % 2, t), col = acc_col(i, t);
-    if (!row_ok(r)) continue;
-    Tg* dst = dq + (q_start + row_pos(r)) * p.dq_row_stride + row_head(r) * p.dq_head_stride;
-    if (col < p.d) dst[col] = Tg(acc_dq(i) * p.scale);
-    if (col + 1 < p.d) dst[col + 1] = Tg(acc_dq(i + 1) * p.scale);
-  }
-  if constexpr (kSinkMode == 1) {
+    __syncthreads();  // the row terms in shared memory
+    // This thread's two accumulator rows: their terms, windows and (key0) sink bias.
+    float lse2[2], rr[2], dl[2], bias[2] = {0.f, 0.f}, dsink_row[2] = {0.f, 0.f};
+    int lo[2], hi[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int r = acc_row(h, t);
-      if (p.sinks != nullptr && row_ok(r) && lo[h] == 0 && hi[h] >= 0 && t % 4 == 0)  // the thread holding key 0
-        p.dsink_rows[int64_t(row_head(r)) * p.rows_stride + q_start + row_pos(r)] = dsink_row[h];
+      const float4 terms = sm.rows[0][r];
+      lse2[h] = terms.x, rr[h] = terms.y, dl[h] = terms.z;
+      if (row_rel(r) < live) {
+        row_bounds_diag(pos0 + row_rel(r) + off, p.window_left, p.window_right, sk, lo[h], hi[h]);
+      } else {
+        lo[h] = 1, hi[h] = 0;  // no such row: sees nothing
+      }
+      if (hi[h] < lo[h]) lo[h] = 0x7fffffff, hi[h] = 0x7fffffff;  // empty: no kn < sk passes the test below
+      if constexpr (Sink::kKey0Bias) {
+        // a +inf sink: its rows output v_0 and have lse +inf, so Q and dX are 0 (bias unused)
+        const float s = p.sinks != nullptr ? p.sinks[row_head(r)] : 0.f;
+        bias[h] = s == INFINITY ? 0.f : s * sink::kLog2e;
+      }
     }
+    Tensor acc_dq = partition_fragment_C(typename C::MmaG{}, Shape<_64, Int<kHeadDim>>{});
+    clear(acc_dq);
+    for (int g = ta; g <= tb; ++g) {
+      const int buf = (g - ta) & 1;
+      if (g + 1 <= tb) {
+        load_tile(g + 1, buf ^ 1);
+        cp_async_wait_group<1>();
+      } else {
+        cp_async_wait_group<0>();
+      }
+      __syncthreads();  // every thread's copies of this tile (and of Q / dO) have landed
+      auto sK = make_tensor(make_smem_ptr(sm.streamed[buf][0]), typename C::Tile{});
+      auto sV = make_tensor(make_smem_ptr(sm.streamed[buf][1]), typename C::Tile{});
+      auto sKt = make_tensor(make_smem_ptr(sm.streamed[buf][0]), typename C::TileT{});
+      Tensor acc_s = partition_fragment_C(typename C::MmaS{}, Shape<_64, _64>{});   // S
+      Tensor acc_dp = partition_fragment_C(typename C::MmaS{}, Shape<_64, _64>{});  // dP
+      // S and dP in two groups: the exponentials of S run while dP is in the tensor cores
+      wgmma_ss(typename C::MmaS{}, sQ, sK, acc_s, true, t);
+      warpgroup_commit_batch();
+      wgmma_ss(typename C::MmaS{}, sO, sV, acc_dp, true, t);
+      warpgroup_commit_batch();
+      warpgroup_wait<1>();
+      warpgroup_fence_operand(acc_s);
+      Tensor dx_reg = make_tensor<T>(partition_shape_A(typename C::MmaG{}, Shape<_64, _64>{}));
+      const int kt = 64 * g;
+      // key kt + acc_col(i) is visible to row h iff (unsigned)(kt + col - lo) <= hi - lo
+      const int base[2] = {kt - lo[0], kt - lo[1]}, width[2] = {hi[0] - lo[0], hi[1] - lo[1]};
+      const bool key0 = Sink::kKey0Bias && g == 0 && t % 4 == 0;  // holds key 0 (column 0) of both its rows
+#pragma unroll
+      for (int i = 0; i < size(acc_s); ++i) {
+        const int h = (i / 2) % 2;
+        float x = acc_s(i) * c;
+        if (Sink::kKey0Bias && (i == 0 || i == 2) && key0) x += bias[h];  // elements 0 and 2: column 0
+        const bool visible = unsigned(base[h] + acc_col(i, t)) <= unsigned(width[h]);
+        acc_s(i) = visible ? ptx::exp2_approx(x - lse2[h]) : 0.f;  // Q; 0 where lse = +inf
+      }
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(acc_dp);
+#pragma unroll
+      for (int i = 0; i < size(acc_s); ++i) {
+        const int h = (i / 2) % 2;
+        dx_reg(i) = T(acc_s(i) * (rr[h] * acc_dp(i) - dl[h]));
+      }
+      if (key0) {  // the key0 sink's row gradient: dX of key 0 (elements 0 and 2)
+        dsink_row[0] += acc_s(0) * (rr[0] * acc_dp(0) - dl[0]);
+        dsink_row[1] += acc_s(2) * (rr[1] * acc_dp(2) - dl[1]);
+      }
+      wgmma_rs(typename C::MmaG{}, dx_reg, sKt, acc_dq, t);
+      warpgroup_commit_batch();
+      warpgroup_wait<0>();
+      __syncthreads();  // buffer buf is read by every thread before tile g + 2 lands in it
+    }
+    cp_async_wait_group<0>();  // (no key tile: the Q / dO copies still land before their buffers are reused)
+    // ---- dq (times the scale), the key0 sink's row gradients ----
+    Tg* dq = static_cast<Tg*>(p.dq);
+#pragma unroll
+    for (int i = 0; i < size(acc_dq); i += 2) {
+      const int r = acc_row((i / 2) % 2, t);
+      if (row_rel(r) < live)
+        store_pair(dq + q_row(r) * p.dq_row_stride + row_head(r) * p.dq_head_stride, acc_col(i, t), p.d,
+                   acc_dq(i) * p.scale, acc_dq(i + 1) * p.scale);
+    }
+    if constexpr (Sink::kKey0Bias) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = acc_row(h, t);
+        // the thread holding column 0 (key 0) of a row that sees it
+        if (p.sinks != nullptr && t % 4 == 0 && lo[h] == 0 && hi[h] >= 0)
+          p.dsink_rows[int64_t(row_head(r)) * p.total_q + q_row(r)] = dsink_row[h];
+      }
+    }
+    __syncthreads();  // the next segment's copies reuse every buffer
   }
 #endif
+}
+
+// -------------------------------------------------------------------------------------- dk/dv
+// One CTA per (64-key tile, kv head, segment; segments past grid z looped): K, V resident, the
+// query blocks (every head chunk x the positions whose windows reach the tile) streamed.
+template <typename Tg, int kHeadDim, typename Sink>
+__global__ void __launch_bounds__(128, 1)
+    window_attention_bwd_dkdv_sm90_kernel(const __grid_constant__ WindowAttentionBackwardParams p,
+                                          const __grid_constant__ WindowBwdShape shape) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using T = BwdElement<Tg>;
+  using C = WindowBwdConfig<T, kHeadDim>;
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  auto& sm = *reinterpret_cast<typename C::Smem*>(smem_raw);
+  const int t = threadIdx.x;
+  const int hk = blockIdx.y;
+  const int hc = shape.hc, pw = shape.pw, pw_shift = __ffs(pw) - 1;
+  const float c = shape.scale_log2;
+  const Tg* q = static_cast<const Tg*>(p.q);
+  const Tg* k = static_cast<const Tg*>(p.k);
+  const Tg* v = static_cast<const Tg*>(p.v);
+  const Tg* dout = static_cast<const Tg*>(p.dout);
+  auto sK = make_tensor(make_smem_ptr(sm.resident[0]), typename C::Tile{});
+  auto sV = make_tensor(make_smem_ptr(sm.resident[1]), typename C::Tile{});
+
+  for (int b = blockIdx.z; b < p.batch; b += gridDim.z) {
+    int64_t q_start, k_start;
+    int sq, sk;
+    window_attention::segment_pair(p, b, q_start, sq, k_start, sk);
+    const int64_t kt64 = int64_t(blockIdx.x) * 64;
+    if (kt64 >= sk) continue;  // CTA-uniform
+    const int kt = int(kt64);
+    const int64_t off = int64_t(sk) - sq;
+    // Query positions whose window reaches keys [kt, kt + 63]: pos + off - left <= kt + 63 and
+    // pos + off + right >= kt, in 64-bit (left, right and off span the int32 range).
+    const int64_t m_lo64 = p.window_right >= 0 ? kt - off - p.window_right : 0;
+    const int64_t m_hi64 = p.window_left >= 0 ? kt + 63 - off + p.window_left + 1 : sq;
+    const int m_lo = int(m_lo64 < 0 ? 0 : m_lo64 > sq ? sq : m_lo64) / pw * pw;
+    const int m_hi = int(m_hi64 < 0 ? 0 : m_hi64 > sq ? sq : m_hi64);
+    const int n_pos_blocks = m_hi > m_lo ? (m_hi - m_lo + pw - 1) / pw : 0;
+    const int n_blocks = n_pos_blocks * shape.head_chunks;
+    // This thread's two accumulator rows are keys: the positions that see each, [pmin, pmax].
+    int pmin[2], pmax[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int kn = kt + acc_row(h, t);
+      const int64_t lo = p.window_right >= 0 ? kn - off - p.window_right : 0;
+      const int64_t hi = p.window_left >= 0 ? kn - off + p.window_left : sq - 1;
+      pmin[h] = int(lo < 0 ? 0 : lo > sq ? sq : lo);
+      pmax[h] = int(hi > sq - 1 ? sq - 1 : hi < -1 ? -1 : hi);
+      // no such key, or no position sees it: pos - 0x7fffffff < 0 for every pos < sq fails the test below
+      if (kn >= sk || pmax[h] < pmin[h]) pmin[h] = 0x7fffffff, pmax[h] = 0x7fffffff;
+    }
+    // Block blk: head chunk blk / n_pos_blocks, positions m_lo + pw (blk % n_pos_blocks) ...
+    auto block_head0 = [&](int blk) { return hk * shape.group + (blk / n_pos_blocks) * hc; };
+    auto block_pos0 = [&](int blk) { return m_lo + pw * (blk % n_pos_blocks); };
+    auto load_block = [&](int blk, int buf) {
+      const int h0 = block_head0(blk), pos0 = block_pos0(blk);
+      auto sQ = make_tensor(make_smem_ptr(sm.streamed[buf][0]), typename C::Tile{});
+      auto sO = make_tensor(make_smem_ptr(sm.streamed[buf][1]), typename C::Tile{});
+      const int64_t row0 = q_start + pos0;
+      copy_tile_pair<C>(sQ, sO, t,
+                        TileSource<Tg>{q + row0 * p.q_row_stride + int64_t(h0) * p.q_head_stride, int(p.q_row_stride),
+                                       int(p.q_head_stride), p.d},
+                        TileSource<Tg>{dout + row0 * p.dout_row_stride + int64_t(h0) * p.dout_head_stride,
+                                       int(p.dout_row_stride), int(p.dout_head_stride), p.d_v},
+                        pw - 1, pw_shift, sq - pos0, q);
+      if (t < 64) {
+        // The row terms {lse, r, delta} land with the block's tiles (plain loads here would stall the
+        // warp a memory round trip every block). Rows past the segment are zero-filled: they are
+        // never visible (pos <= pmax < sq), so Q = 0 there whatever their lse.
+        const int64_t head = h0 + (t >> pw_shift), row = row0 + (t & (pw - 1));
+        const bool row_ok = pos0 + (t & (pw - 1)) < sq;
+        cp_async_ca_zfill<4>(&sm.rows[buf][t].x, row_ok ? p.lse + head * p.lse_head_stride + row : p.lse, row_ok);
+        cp_async_ca_zfill<4>(&sm.rows[buf][t].y, row_ok ? p.row_r + head * p.total_q + row : p.row_r, row_ok);
+        cp_async_ca_zfill<4>(&sm.rows[buf][t].z, row_ok ? p.row_delta + head * p.total_q + row : p.row_delta, row_ok);
+      }
+      cp_async_commit();
+    };
+
+    Tensor acc_dk = partition_fragment_C(typename C::MmaG{}, Shape<_64, Int<kHeadDim>>{});
+    Tensor acc_dv = partition_fragment_C(typename C::MmaG{}, Shape<_64, Int<kHeadDim>>{});
+    clear(acc_dk);
+    clear(acc_dv);
+    if (n_blocks > 0) {
+      copy_tile_pair<C>(sK, sV, t,  // the key tile: keys past the segment zero-filled
+                        TileSource<Tg>{k + (k_start + kt) * p.k_row_stride + int64_t(hk) * p.k_head_stride,
+                                       int(p.k_row_stride), 0, p.d},
+                        TileSource<Tg>{v + (k_start + kt) * p.v_row_stride + int64_t(hk) * p.v_head_stride,
+                                       int(p.v_row_stride), 0, p.d_v},
+                        63, 6, sk - kt, k);
+      load_block(0, 0);  // the key tile's copies ride in this block's group
+    }
+    for (int blk = 0; blk < n_blocks; ++blk) {
+      const int buf = blk & 1;
+      if (blk + 1 < n_blocks) {
+        load_block(blk + 1, buf ^ 1);
+        cp_async_wait_group<1>();
+      } else {
+        cp_async_wait_group<0>();
+      }
+      __syncthreads();  // every thread's copies of this block (and of the key tile) have landed
+      auto sQ = make_tensor(make_smem_ptr(sm.streamed[buf][0]), typename C::Tile{});
+      auto sO = make_tensor(make_smem_ptr(sm.streamed[buf][1]), typename C::Tile{});
+      auto sQt = make_tensor(make_smem_ptr(sm.streamed[buf][0]), typename C::TileT{});
+      auto sOt = make_tensor(make_smem_ptr(sm.streamed[buf][1]), typename C::TileT{});
+      Tensor acc_s = partition_fragment_C(typename C::MmaS{}, Shape<_64, _64>{});   // S^T
+      Tensor acc_dp = partition_fragment_C(typename C::MmaS{}, Shape<_64, _64>{});  // dP^T
+      // Four groups in flight order: S^T, dP^T; then dV (issued once P is known, while dX is
+      // computed) and dK. The exponentials run while dP^T is in the tensor cores.
+      wgmma_ss(typename C::MmaS{}, sK, sQ, acc_s, true, t);
+      warpgroup_commit_batch();
+      wgmma_ss(typename C::MmaS{}, sV, sO, acc_dp, true, t);
+      warpgroup_commit_batch();
+      const int h0 = block_head0(blk), pos0 = block_pos0(blk);
+      // the key0 sink of this block's heads: threads 0..3 hold key 0 (row 0 of tile 0)
+      const bool key0_here = Sink::kKey0Bias && kt == 0 && t < 4 && p.sinks != nullptr;
+      // position pos0 + (col & (pw - 1)) sees key h iff (unsigned)(pos - pmin) <= pmax - pmin
+      const int base[2] = {pos0 - pmin[0], pos0 - pmin[1]}, width[2] = {pmax[0] - pmin[0], pmax[1] - pmin[1]};
+      Tensor p_reg = make_tensor<T>(partition_shape_A(typename C::MmaG{}, Shape<_64, _64>{}));   // P^T
+      Tensor dx_reg = make_tensor<T>(partition_shape_A(typename C::MmaG{}, Shape<_64, _64>{}));  // dX^T
+      warpgroup_wait<1>();
+      warpgroup_fence_operand(acc_s);
+#pragma unroll
+      for (int i = 0; i < size(acc_s); ++i) acc_s(i) *= c;  // log2 units
+      uint32_t one_hot = 0;  // elements of key 0 whose row has a +inf key0 sink and sees key 0
+      if (key0_here) {  // rare (4 threads of the segment's first tile): the bias on key 0, elements with h == 0
+#pragma unroll
+        for (int i = 0; i < size(acc_s); ++i) {
+          if ((i / 2) % 2 != 0) continue;
+          const int col = acc_col(i, t);
+          const float s = p.sinks[h0 + (col >> pw_shift)];
+          const bool visible = unsigned(base[0] + (col & (pw - 1))) <= unsigned(width[0]);
+          if (s == INFINITY && visible) one_hot |= 1u << i;  // its rows output v_0: P one-hot, Q and dX 0
+          acc_s(i) = s == INFINITY ? -INFINITY : acc_s(i) + s * sink::kLog2e;
+        }
+      }
+#pragma unroll
+      for (int i = 0; i < size(acc_s); ++i) {
+        const int h = (i / 2) % 2, col = acc_col(i, t);  // accumulator row = key, column = query row
+        const bool visible = unsigned(base[h] + (col & (pw - 1))) <= unsigned(width[h]);
+        const float4 terms = sm.rows[buf][col];  // {lse, r, delta}
+        const float prob = visible ? ptx::exp2_approx(fmaf(-sink::kLog2e, terms.x, acc_s(i))) : 0.f;  // Q; 0 where lse = +inf
+        p_reg(i) = T(prob * terms.y);
+        acc_s(i) = prob;
+      }
+      if (one_hot) {
+#pragma unroll
+        for (int i = 0; i < size(acc_s); ++i)
+          if (one_hot >> i & 1) p_reg(i) = T(1.f);
+      }
+      wgmma_rs(typename C::MmaG{}, p_reg, sOt, acc_dv, t);
+      warpgroup_commit_batch();
+      warpgroup_wait<1>();  // dP^T (dV may still run)
+      warpgroup_fence_operand(acc_dp);
+#pragma unroll
+      for (int i = 0; i < size(acc_s); ++i) {
+        const float4 terms = sm.rows[buf][acc_col(i, t)];
+        dx_reg(i) = T(acc_s(i) * (terms.y * acc_dp(i) - terms.z));
+      }
+      wgmma_rs(typename C::MmaG{}, dx_reg, sQt, acc_dk, t);
+      warpgroup_commit_batch();
+      warpgroup_wait<0>();
+      __syncthreads();  // buffer buf is read by every thread before block blk + 2 lands in it
+    }
+    // ---- dK (times the scale), dV: keys of the segment, channels below d / d_v ----
+    Tg* dk = static_cast<Tg*>(p.dk);
+    Tg* dv = static_cast<Tg*>(p.dv);
+#pragma unroll
+    for (int i = 0; i < size(acc_dk); i += 2) {
+      const int key = acc_row((i / 2) % 2, t), col = acc_col(i, t);
+      if (key >= sk - kt) continue;
+      const int64_t row = k_start + kt + key;
+      store_pair(dk + row * p.dk_row_stride + hk * p.dk_head_stride, col, p.d, acc_dk(i) * p.scale,
+                 acc_dk(i + 1) * p.scale);
+      store_pair(dv + row * p.dv_row_stride + hk * p.dv_head_stride, col, p.d_v, acc_dv(i), acc_dv(i + 1));
+    }
+    __syncthreads();  // the next segment's copies reuse every buffer
+  }
+#endif
+}
+
+template <int kHeadDim>
+int window_attention_bwd_smem_bytes() {
+  return WindowBwdConfig<cutlass::bfloat16_t, kHeadDim>::kSmemBytes;
+}
+
+template <typename Tg, int kHeadDim, typename Sink>
+void launch_window_attention_bwd(const WindowAttentionBackwardParams& p, const WindowBwdShape& dq_shape,
+                                 const WindowBwdShape& dkdv_shape, int batch_z, cudaStream_t stream) {
+  constexpr int kSmem = WindowBwdConfig<BwdElement<Tg>, kHeadDim>::kSmemBytes;
+  constexpr auto dq_kernel = window_attention_bwd_dq_sm90_kernel<Tg, kHeadDim, Sink>;
+  constexpr auto dkdv_kernel = window_attention_bwd_dkdv_sm90_kernel<Tg, kHeadDim, Sink>;
+  reserve_dynamic_smem<dq_kernel>(kSmem, "window_attention_backward (sm90 dq)", true);
+  reserve_dynamic_smem<dkdv_kernel>(kSmem, "window_attention_backward (sm90 dk/dv)", true);
+  // the dq kernel writes the row terms the dk/dv kernel reads: same stream, in this order
+  dq_kernel<<<dim3(dq_shape.blocks, p.h_k * dq_shape.head_chunks, batch_z), 128, kSmem, stream>>>(p, dq_shape);
+  check_launch("window_attention_backward (sm90 dq)");
+  dkdv_kernel<<<dim3(dkdv_shape.blocks, p.h_k, batch_z), 128, kSmem, stream>>>(p, dkdv_shape);
+  check_launch("window_attention_backward (sm90 dk/dv)");
 }
 
 }  // namespace sinkops::cuda::sm90

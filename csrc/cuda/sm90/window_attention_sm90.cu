@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <string>
 
 #include "../kernel_launch.cuh"
 #include "../static_switch.cuh"
@@ -92,6 +93,60 @@ void window_attention(const WindowAttentionParams& p, void* stream) {
           if (!stream) return launch_window_attention<T, kHeadDim, Sink, false>(p, s, grid, st);
         }
         launch_window_attention<T, kHeadDim, Sink, true>(p, s, grid, st);
+      });
+    });
+  });
+}
+
+// ---------------------------------------------------------------------------------- backward
+
+std::string window_attention_backward_unsupported(const WindowAttentionBackwardParams& p, int smem_optin) {
+  const int d = p.d > p.d_v ? p.d : p.d_v;
+  if (p.d < 1 || p.d_v < 1 || d > 128 || p.d % 8 || p.d_v % 8)
+    return "head dims must be multiples of 8 up to 128, got d=" + std::to_string(p.d) + " d_v=" + std::to_string(p.d_v);
+  const int group = p.h_q / p.h_k;
+  if (group & (group - 1)) return "h_q / h_k must be a power of two, got " + std::to_string(group);
+  if (!std::isfinite(p.scale * sink::kLog2e)) return "softmax_scale must be finite";
+  // cp.async and the row-term loads move 16-byte chunks: every row start 16-byte aligned.
+  for (int64_t stride : {p.q_row_stride, p.q_head_stride, p.k_row_stride, p.k_head_stride, p.v_row_stride,
+                         p.v_head_stride, p.out_row_stride, p.out_head_stride, p.dout_row_stride, p.dout_head_stride,
+                         p.dq_row_stride, p.dq_head_stride, p.dk_row_stride, p.dk_head_stride, p.dv_row_stride,
+                         p.dv_head_stride})
+    if (stride % 8 || stride < 0 || stride >= (int64_t(1) << 23))  // tile offsets are 32-bit
+      return "every row / head stride must be a multiple of 8 elements (16 bytes) below 2^23";
+  if (int64_t(p.h_q) > 65535 * int64_t(group < 64 ? group : 64)) return "too many heads for the grid";
+  int smem = 0;
+  head_dim_switch(Sm90WindowHeadDims{}, d, "window_attention_backward (sm90)",
+                  [&](auto head_dim) { smem = window_attention_bwd_smem_bytes<decltype(head_dim)::value>(); });
+  if (smem > smem_optin) return "needs " + std::to_string(smem) + " bytes of shared memory per block";
+  return "";
+}
+
+bool window_attention_backward_aligned(const WindowAttentionBackwardParams& p) {
+  for (const void* ptr : {p.q, p.k, p.v, p.dout, static_cast<const void*>(p.out), static_cast<const void*>(p.dq),
+                          static_cast<const void*>(p.dk), static_cast<const void*>(p.dv)})
+    if (!aligned16(ptr)) return false;
+  return true;
+}
+
+void window_attention_backward(const WindowAttentionBackwardParams& p, void* stream) {
+  const int d = p.d > p.d_v ? p.d : p.d_v;
+  WindowBwdShape s{};
+  s.group = p.h_q / p.h_k;
+  s.hc = s.group < 64 ? s.group : 64;
+  s.pw = 64 / s.hc;
+  s.head_chunks = s.group / s.hc;
+  s.scale_log2 = p.scale * sink::kLog2e;
+  WindowBwdShape dq = s, dkdv = s;
+  dq.blocks = int((int64_t(p.max_seqlen_q) + s.pw - 1) / s.pw);
+  dkdv.blocks = int((int64_t(p.max_seqlen_k) + 63) / 64);
+  const int batch_z = p.batch < 65535 ? p.batch : 65535;  // segments past grid z: the kernels loop
+  head_dim_switch(Sm90WindowHeadDims{}, d, "window_attention_backward (sm90)", [&](auto head_dim) {
+    constexpr int kHeadDim = decltype(head_dim)::value;
+    dtype_switch(p.dtype, "window_attention_backward (sm90)", [&](auto t) {
+      sink_switch(p.sink_mode, [&](auto sink) {
+        launch_window_attention_bwd<typename decltype(t)::type, kHeadDim, typename decltype(sink)::type>(
+            p, dq, dkdv, batch_z, static_cast<cudaStream_t>(stream));
       });
     });
   });

@@ -9,6 +9,7 @@
 
 #include "../static_switch.cuh"
 #include "../window_attention_launch.cuh"
+#include "sinkops/window_attention_backward_params.h"
 #include "sinkops/window_attention_params.h"
 
 namespace sinkops::cuda::sm90 {
@@ -53,5 +54,34 @@ void launch_window_attention(const WindowAttentionParams& p, const window_attent
       const WindowAttentionParams&, const window_attention::LaunchShape&, dim3, cudaStream_t);          \
   template void launch_window_attention<__half, D, sink::NullSink, STREAM>(                             \
       const WindowAttentionParams&, const window_attention::LaunchShape&, dim3, cudaStream_t);
+
+// ---- the backward (window_attention_bwd_sm90.cuh), over the same head dims ----
+// What the host computes once per launch of either backward kernel.
+struct WindowBwdShape {
+  int group;         // h_q / h_k, a power of two
+  int hc;            // heads of a block of rows: min(group, 64)
+  int pw;            // positions of a block: 64 / hc
+  int head_chunks;   // group / hc
+  int blocks;        // grid.x: dq: position blocks of max_seqlen_q; dk/dv: 64-key tiles of max_seqlen_k
+  float scale_log2;  // scale * log2(e)
+};
+template <int kHeadDim>
+int window_attention_bwd_smem_bytes();
+// The dq kernel, then the dk/dv kernel (which reads the row terms the first one writes), on `stream`.
+template <typename T, int kHeadDim, typename Sink>
+void launch_window_attention_bwd(const WindowAttentionBackwardParams& p, const WindowBwdShape& dq_shape,
+                                 const WindowBwdShape& dkdv_shape, int batch_z, cudaStream_t stream);
+
+// The body of window_attention_bwd_sm90_hdim<D>.cu: every dtype x sink policy of head dim D.
+#define SINKOPS_INSTANTIATE_WINDOW_ATTENTION_BWD_SM90(D)                                                  \
+  template int window_attention_bwd_smem_bytes<D>();                                                      \
+  template void launch_window_attention_bwd<__nv_bfloat16, D, sink::Key0Sink>(                            \
+      const WindowAttentionBackwardParams&, const WindowBwdShape&, const WindowBwdShape&, int, cudaStream_t); \
+  template void launch_window_attention_bwd<__nv_bfloat16, D, sink::NullSink>(                            \
+      const WindowAttentionBackwardParams&, const WindowBwdShape&, const WindowBwdShape&, int, cudaStream_t); \
+  template void launch_window_attention_bwd<__half, D, sink::Key0Sink>(                                   \
+      const WindowAttentionBackwardParams&, const WindowBwdShape&, const WindowBwdShape&, int, cudaStream_t); \
+  template void launch_window_attention_bwd<__half, D, sink::NullSink>(                                   \
+      const WindowAttentionBackwardParams&, const WindowBwdShape&, const WindowBwdShape&, int, cudaStream_t);
 
 }  // namespace sinkops::cuda::sm90

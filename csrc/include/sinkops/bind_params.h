@@ -17,6 +17,7 @@
 
 #include "sinkops/error.h"
 #include "sinkops/sparse_mla_params.h"
+#include "sinkops/window_attention_backward_params.h"
 #include "sinkops/window_attention_params.h"
 
 namespace sinkops::bind {
@@ -113,6 +114,7 @@ py::class_<S> bind_struct(py::module_& m, const char* name) {
 
 inline void bind_params(py::module_& m) {
   bind_struct<WindowAttentionParams>(m, "WindowAttentionParams");
+  bind_struct<WindowAttentionBackwardParams>(m, "WindowAttentionBackwardParams");
   bind_struct<SparseMlaPrefillParams>(m, "SparseMlaPrefillParams");
   bind_struct<KvPool>(m, "KvPool");
   bind_struct<SparseMlaDecodeParams>(m, "SparseMlaDecodeParams");

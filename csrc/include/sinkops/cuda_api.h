@@ -9,6 +9,7 @@
 
 #include "sinkops/error.h"
 #include "sinkops/sparse_mla_params.h"
+#include "sinkops/window_attention_backward_params.h"
 #include "sinkops/window_attention_params.h"
 
 namespace sinkops::cuda {
@@ -23,6 +24,10 @@ std::string window_attention_unsupported(const WindowAttentionParams& params);
 void window_attention_fwd(const WindowAttentionParams& params, void* stream);
 // "sm90" or "sm80", as sparse_mla_prefill_path below.
 std::string window_attention_path(const WindowAttentionParams& params);
+
+// csrc/cuda/window_attention_backward.cu: dq, dk, dv and the rows' sink gradients (sm_90a only).
+std::string window_attention_backward_unsupported(const WindowAttentionBackwardParams& params);
+void window_attention_backward(const WindowAttentionBackwardParams& params, void* stream);
 
 // csrc/cuda/sparse_mla_prefill*.cu
 std::string sparse_mla_prefill_unsupported(const SparseMlaPrefillParams& params);

@@ -75,7 +75,11 @@ inline size_t __cvta_generic_to_shared(const void* p) { return ::sinkops_emu::sm
 // ---- runtime API: nothing to do on the CPU, answers from tools/cuda_emu/runtime.cpp ----
 typedef struct CUstream_st* cudaStream_t;
 enum cudaError_t { cudaSuccess = 0, cudaErrorInvalidValue = 1 };
-enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
+enum cudaFuncAttribute {
+  cudaFuncAttributeMaxDynamicSharedMemorySize = 8,
+  cudaFuncAttributePreferredSharedMemoryCarveout = 9,
+};
+enum cudaSharedCarveout { cudaSharedmemCarveoutMaxShared = 100 };  // a preference: the emulator ignores it
 enum cudaDeviceAttr {
   cudaDevAttrMultiProcessorCount = 16,
   cudaDevAttrComputeCapabilityMajor = 75,
@@ -94,7 +98,8 @@ inline cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int /
   return cudaSuccess;
 }
 template <typename F>
-inline cudaError_t cudaFuncSetAttribute(F, cudaFuncAttribute, int bytes) {
+inline cudaError_t cudaFuncSetAttribute(F, cudaFuncAttribute attr, int bytes) {
+  if (attr == cudaFuncAttributePreferredSharedMemoryCarveout) return cudaSuccess;
   return bytes <= ::sinkops_emu::device_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin) ? cudaSuccess
                                                                                           : cudaErrorInvalidValue;
 }

@@ -1,0 +1,7 @@
+// Instantiation: sm_90a window attention backward (dq and dk/dv kernels), padded head dim 96,
+// bf16 / fp16 x key0 / null sinks.
+#include "window_attention_bwd_sm90.cuh"
+
+namespace sinkops::cuda::sm90 {
+SINKOPS_INSTANTIATE_WINDOW_ATTENTION_BWD_SM90(96)
+}  // namespace sinkops::cuda::sm90

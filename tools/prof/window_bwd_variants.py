@@ -1,0 +1,33 @@
+"""Timer for tools/prof/ab_variants.sh: the CUDA window backward op on MiMo video and image (µs, do_bench
+medians) and the time of its two kernels on video (torch.profiler), one line per variant."""
+import sys
+
+import torch
+import triton.testing
+from torch.profiler import ProfilerActivity, profile
+
+import sinkops
+
+name = sys.argv[1] if len(sys.argv) > 1 else "?"
+res = []
+for label, nseg, seqlen in (("video", 16, 1024), ("image", 1, 4096)):
+    hq, hk, d, (left, right) = 32, 8, 64, (64, 64)
+    t = nseg * seqlen
+    q, k, v = (torch.randn(t, h, d, device="cuda", dtype=torch.bfloat16) for h in (hq, hk, hk))
+    cu = torch.arange(0, t + 1, seqlen, device="cuda", dtype=torch.int32)
+    s = torch.rand(hq, device="cuda")
+    out, lse = sinkops.window_attention(q, k, v, cu, cu, seqlen, seqlen, window_size=(left, right), sinks=s,
+                                        return_lse=True)
+    g = torch.randn_like(out)
+    fn = lambda: torch.ops.sinkops.window_attention_backward(  # noqa: E731
+        g, None, q, k, v, out, lse, cu, cu, seqlen, seqlen, left, right, d ** -0.5, s, "key0", False, "cuda")
+    res.append(f"{label} {triton.testing.do_bench(fn, warmup=10, rep=60, return_mode='median') * 1e3:.1f}")
+    if label == "video":
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(10):
+                fn()
+            torch.cuda.synchronize()
+        for ev in prof.key_averages():
+            if "bwd_dq" in ev.key or "bwd_dkdv" in ev.key:
+                res.append(f"{'dq' if 'bwd_dq' in ev.key else 'dkdv'} {ev.device_time_total / 10:.1f}")
+print(f"{name}: " + ", ".join(res) + " µs")
