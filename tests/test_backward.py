@@ -409,6 +409,21 @@ def test_training_step_compiles_fullgraph(target):
         assert torch.allclose(a.float(), b.float(), rtol=1e-5, atol=1e-6)
 
 
+def test_window_backward_gradients_are_dense():
+    """dq, dk, dv are allocated dense whatever the inputs' strides: a backend's per-signature template
+    (the CUDA one) keeps their strides, and zeros_like keeps a one-token view's (T = 1 then T = 5 of
+    q, k, v split from one qkv tensor share a signature)."""
+    h, d = 2, 16
+    for t in (1, 5):
+        qkv = torch.randn(t, 3 * h, d)
+        q, k, v = qkv.split(h, 1)
+        cu = torch.tensor([0, t], dtype=torch.int32)
+        out, lse = torch.ops.sinkops.window_attention(q, k, v, cu, cu, t, t, -1, -1, 0.25, None, "none", "torch")
+        grads = torch.ops.sinkops.window_attention_backward(torch.randn_like(out), None, q, k, v, out, lse, cu, cu, t,
+                                                            t, -1, -1, 0.25, None, "none", False, "torch")
+        assert all(g.stride() == torch.empty(g.shape).stride() for g in grads[:3])  # (is_contiguous() ignores T = 1)
+
+
 def test_out_argument_refuses_gradients():
     c = make_window_case([8], hq=2, hk=1, d=16, dtype=torch.float32)
     q = c["q"].requires_grad_()

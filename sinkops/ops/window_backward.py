@@ -63,8 +63,10 @@ def _args(p, dout, dlse, q, k, v, out, lse, cu_q, cu_k, sinks, max_q, max_k, det
     dsinks = torch.zeros(fp.hq if has_sinks else 0, dtype=torch.float32, device=fp.device)
     if tq == 0 or tk == 0 or fp.hq == 0:  # nothing attends: every gradient is exactly 0
         return (torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v), dsinks), None
-    # zeroed: rows in no segment get no gradient, and kernels write only the rows of segments
-    dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
+    # zeroed: rows in no segment get no gradient, and kernels write only the rows of segments.
+    # Dense whatever the inputs' strides (zeros_like would copy a view's strides when it has one
+    # token): a backend's per-signature template may keep them, and the signature holds the shapes.
+    dq, dk, dv = (torch.zeros(t.shape, dtype=t.dtype, device=t.device) for t in (q, k, v))
     a = WindowAttentionBackwardArgs(q, k, v, cu_q, cu_k, sinks, out, lse, tq, tk, cu_q.shape[0] - 1, max_q, max_k,
                                     fp.left, fp.right, fp.scale, fp.sink_mode)
     a.dout, a.dlse, a.dq, a.dk, a.dv = dout, dlse, dq, dk, dv
