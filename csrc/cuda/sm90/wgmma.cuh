@@ -5,6 +5,8 @@
 #pragma once
 // N = 80 (and other multiples of 8 past the power-of-two set) for the window kernel's head dims.
 #define CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cute/tensor.hpp>
 #include <cutlass/arch/barrier.h>
 #include <cutlass/arch/reg_reconfig.h>
@@ -16,6 +18,18 @@ namespace sinkops::cuda::sm90 {
 using namespace cute;
 using bf16 = cutlass::bfloat16_t;
 using Barrier = cutlass::arch::ClusterBarrier;  // an mbarrier in shared memory (one CTA here)
+
+// The CuTe element type of a CUDA 16-bit type (the kernels' global pointers are CUDA types).
+template <typename T>
+struct CuteElement;
+template <>
+struct CuteElement<__nv_bfloat16> {
+  using type = cutlass::bfloat16_t;
+};
+template <>
+struct CuteElement<__half> {
+  using type = cutlass::half_t;
+};
 
 // ---- warpgroup MMA -------------------------------------------------------------------------
 // acc (+)= A B^T over the K mode of the operands; A and B in shared memory (descriptors).

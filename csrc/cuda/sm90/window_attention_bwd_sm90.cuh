@@ -61,9 +61,6 @@ struct WindowBwdConfig {
   static constexpr int kSmemBytes = sizeof(Smem);
 };
 
-template <typename Tg>
-using BwdElement = conditional_t<std::is_same_v<Tg, __nv_bfloat16>, cutlass::bfloat16_t, cutlass::half_t>;
-
 // One operand of a tile copy: row r of the tile is row (r & rel_mask) x head (r >> head_shift) of a
 // [rows, heads, d] tensor from `base` (rows and heads relative to the tile's first), channels < d.
 template <typename Tg>
@@ -132,7 +129,7 @@ __global__ void __launch_bounds__(128, 3)
     window_attention_bwd_dq_sm90_kernel(const __grid_constant__ WindowAttentionBackwardParams p,
                                         const __grid_constant__ WindowBwdShape shape) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using T = BwdElement<Tg>;
+  using T = typename CuteElement<Tg>::type;
   using C = WindowBwdConfig<T, kHeadDim>;
   using window_attention::row_bounds_diag;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -325,7 +322,7 @@ __global__ void __launch_bounds__(128, 1)
     window_attention_bwd_dkdv_sm90_kernel(const __grid_constant__ WindowAttentionBackwardParams p,
                                           const __grid_constant__ WindowBwdShape shape) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using T = BwdElement<Tg>;
+  using T = typename CuteElement<Tg>::type;
   using C = WindowBwdConfig<T, kHeadDim>;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   auto& sm = *reinterpret_cast<typename C::Smem*>(smem_raw);
@@ -505,7 +502,7 @@ int window_attention_bwd_smem_bytes() {
 template <typename Tg, int kHeadDim, typename Sink>
 void launch_window_attention_bwd(const WindowAttentionBackwardParams& p, const WindowBwdShape& dq_shape,
                                  const WindowBwdShape& dkdv_shape, int batch_z, cudaStream_t stream) {
-  constexpr int kSmem = WindowBwdConfig<BwdElement<Tg>, kHeadDim>::kSmemBytes;
+  constexpr int kSmem = WindowBwdConfig<typename CuteElement<Tg>::type, kHeadDim>::kSmemBytes;
   constexpr auto dq_kernel = window_attention_bwd_dq_sm90_kernel<Tg, kHeadDim, Sink>;
   constexpr auto dkdv_kernel = window_attention_bwd_dkdv_sm90_kernel<Tg, kHeadDim, Sink>;
   reserve_dynamic_smem<dq_kernel>(kSmem, "window_attention_backward (sm90 dq)", true);

@@ -46,17 +46,6 @@
 
 namespace sinkops::cuda::sm90 {
 
-template <typename T>
-struct CuteElement;
-template <>
-struct CuteElement<__nv_bfloat16> {
-  using type = cutlass::bfloat16_t;
-};
-template <>
-struct CuteElement<__half> {
-  using type = cutlass::half_t;
-};
-
 // kStream: one CTA per SM streams consecutive steps (see the top); else one step per CTA, 2 CTAs x
 // 2 warpgroups per SM at d <= 80 (v4's schedule: for windows whose steps cannot share tiles).
 template <typename T, int kHeadDim_, bool kStream_>
