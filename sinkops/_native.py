@@ -209,10 +209,18 @@ def launcher(mod, a, where, decode_plan=None):
     return launch
 
 
+def zero_gradients(a) -> None:
+    """A backward call where nothing attends: every gradient is 0 (they come uninitialized)."""
+    for g in (a.dq, a.dk, a.dv, a.dsinks):
+        if g is not None:
+            g.zero_()
+
+
 def _window_backward_launcher(bwd, tmpl, a, where):
     """mod.window_attention_bwd(template, call fields, *where()) with the row workspaces it needs
     (r and delta, written by its dq kernel and read by its dk/dv kernel; each row's sink gradient,
-    zeroed, summed per head here in a fixed order: deterministic)."""
+    summed per head here in a fixed order: deterministic). The kernels write every element of the
+    gradients and of the row workspaces, so nothing is zero-filled unless nothing attends."""
     hq = a.q.shape[1]
 
     def aligned(t):  # the kernels copy 16-byte chunks: a view that starts mid-chunk is copied (same strides:
@@ -220,11 +228,11 @@ def _window_backward_launcher(bwd, tmpl, a, where):
 
     def launch(a):
         if a.max_seqlen_q <= 0 or a.max_seqlen_k <= 0 or a.batch <= 0:
+            zero_gradients(a)
             return
         a.q, a.k, a.v, a.out, a.dout = (aligned(t) for t in (a.q, a.k, a.v, a.out, a.dout))
-        rows = torch.empty(2, hq, a.total_q, dtype=torch.float32, device=a.q.device)
-        dsink_rows = None if a.dsinks is None else torch.zeros(hq, a.total_q, dtype=torch.float32,
-                                                               device=a.q.device)
+        rows = torch.empty(2 if a.dsinks is None else 3, hq, a.total_q, dtype=torch.float32, device=a.q.device)
+        dsink_rows = None if a.dsinks is None else rows[2]
         bwd(tmpl, window_attention_backward_call(a, rows[0], rows[1], dsink_rows), *where())
         if dsink_rows is not None:
             torch.sum(dsink_rows, dim=1, out=a.dsinks)

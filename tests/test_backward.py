@@ -468,28 +468,34 @@ def test_dispatcher_and_eager_autograd_paths_agree():
 def test_backward_writes_every_gradient_element(target):
     """NaN poisoning for the backward: under torch's deterministic mode every torch.empty (the
     gradients, the row terms, the deterministic staging) starts as NaN, so an element a kernel
-    forgets to write surfaces as NaN. Padding rows, empty segments, +-inf sinks, invalid indices."""
+    forgets to write surfaces as NaN. Rows in no segment before the first (cu_seqlens[0] = 2) and
+    after the last, empty segments, +-inf sinks, invalid indices."""
     import torch.utils.deterministic as det
 
     assert det.fill_uninitialized_memory, "torch no longer poisons empty memory in deterministic mode"
     dev = target.device
     case = make_window_case([9, 0, 30, 1], hq=4, hk=2, d=32, dtype=BF16, device=dev)
     pad = torch.randn(5, 4, 32, device=dev).to(BF16)
+    lead = 2  # rows before cu_seqlens[0]
+    cu = case["cu_seqlens_q"] + lead
     torch.use_deterministic_algorithms(True)
     try:
-        for mode in ("key0", "null"):
-            q = torch.cat([case["q"], pad]).requires_grad_()
-            k = torch.cat([case["k"], pad[:, :2]]).requires_grad_()
-            v = torch.cat([case["v"], pad[:, :2]]).requires_grad_()
+        for mode in ("key0", "null", "none"):
+            q = torch.cat([pad[:lead], case["q"], pad]).requires_grad_()
+            k = torch.cat([pad[:lead, :2], case["k"], pad[:, :2]]).requires_grad_()
+            v = torch.cat([pad[:lead, :2], case["v"], pad[:, :2]]).requires_grad_()
             s = torch.tensor([math.inf, -math.inf, 0.4, -1.0], device=dev).requires_grad_()
-            out, lse = sinkops.window_attention(q, k, v, case["cu_seqlens_q"], max_seqlen_q=30, window_size=(4, 2),
-                                                sinks=s, sink_mode=mode, return_lse=True, backend=target.backend)
+            sinks = None if mode == "none" else s
+            out, lse = sinkops.window_attention(q, k, v, cu, max_seqlen_q=30, window_size=(4, 2),
+                                                sinks=sinks, sink_mode=mode if sinks is not None else "key0",
+                                                return_lse=True, backend=target.backend)
             with _RanOn(target):
                 grads = torch.autograd.grad(_loss_grads((out, lse), torch.randn_like(out), torch.randn_like(lse)),
-                                            [q, k, v, s])
+                                            [q, k, v] + ([] if sinks is None else [s]))
             for name, g in zip(("dq", "dk", "dv", "dsinks"), grads):
                 assert not torch.isnan(g).any(), f"{mode}: {name} has unwritten (NaN) elements"
-            assert all((g[-5:] == 0).all() for g in grads[:3]), f"{mode}: padding rows got a gradient"
+            assert all((g[-5:] == 0).all() and (g[:lead] == 0).all() for g in grads[:3]), \
+                f"{mode}: rows in no segment got a gradient"
         if "mla" not in target.backward:
             return
         pc = make_sparse_prefill_case(5, 40, 3, 576, 24, device=dev)

@@ -24,6 +24,8 @@
 //    read per column from shared memory), dV += P^T dO, dK += dX^T Q (RS, dO and Q viewed [d, 64 rows]).
 //  * cu_seqlens values are clamped (window_bounds.cuh); rows and channels outside the tensors are
 //    zero-filled by cp.async and never read, so no value of them leaves the tensors.
+//  * Every gradient element is written (the caller does not zero-fill): rows of a segment by their
+//    blocks, rows in no segment with zeros by every CTA's threads, a share each (zero_rows_outside).
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -42,9 +44,23 @@
 
 namespace sinkops::cuda::sm90 {
 
-template <typename T, int kHeadDim>
+// Tuning knobs (tools/prof/variant_so.sh builds variants with -D...): buffers of the streamed tiles
+// at d <= 64 (wider head dims keep 2: a third would cost a CTA per SM), and the dk/dv kernel's
+// minimum CTAs per SM (its register cap).
+#ifndef SINKOPS_WBWD_DQ_STAGES
+#define SINKOPS_WBWD_DQ_STAGES 2
+#endif
+#ifndef SINKOPS_WBWD_DKDV_STAGES
+#define SINKOPS_WBWD_DKDV_STAGES 2
+#endif
+#ifndef SINKOPS_WBWD_DKDV_CTAS
+#define SINKOPS_WBWD_DKDV_CTAS 1
+#endif
+
+template <typename T, int kHeadDim, int kStages_>
 struct WindowBwdConfig {
   static constexpr int kThreads = 128;  // one warpgroup
+  static constexpr int kStages = kStages_;  // buffers of the streamed tiles: kStages - 1 loads in flight
   static constexpr int kChunks = kHeadDim / 8;  // 16-byte chunks per row
   using Atom = conditional_t<kHeadDim % 64 == 0, GMMA::Layout_K_SW128_Atom<T>,
                              conditional_t<kHeadDim % 32 == 0, GMMA::Layout_K_SW64_Atom<T>, GMMA::Layout_K_SW32_Atom<T>>>;
@@ -55,11 +71,76 @@ struct WindowBwdConfig {
       GMMA::rs_op_selector<T, T, float, Shape<_64, Int<kHeadDim>, _16>, GMMA::Major::K, GMMA::Major::MN>()));
   struct Smem {
     alignas(1024) T resident[2][64 * kHeadDim];     // dq: Q, dO of the block; dk/dv: K, V of the tile
-    alignas(1024) T streamed[2][2][64 * kHeadDim];  // [buffer]: dq: K, V tiles; dk/dv: Q, dO blocks
-    float4 rows[2][64];  // [buffer] each row's terms: one 16-byte load (dq: {lse2, r, delta}, buffer 0; dk/dv: {lse, r, delta})
+    alignas(1024) T streamed[kStages_][2][64 * kHeadDim];  // [buffer]: dq: K, V tiles; dk/dv: Q, dO blocks
+    // [buffer] each row's terms, one 16-byte load: dq {lse2, r, delta} in buffer 0; dk/dv {lse, r, delta}
+    float4 rows[kStages_][64];
   };
   static constexpr int kSmemBytes = sizeof(Smem);
 };
+template <typename T, int kHeadDim>
+using WindowBwdDqConfig = WindowBwdConfig<T, kHeadDim, kHeadDim <= 64 ? SINKOPS_WBWD_DQ_STAGES : 2>;
+template <typename T, int kHeadDim>
+using WindowBwdDkdvConfig = WindowBwdConfig<T, kHeadDim, kHeadDim <= 64 ? SINKOPS_WBWD_DKDV_STAGES : 2>;
+
+// The next buffer of a ring of n.
+__device__ __forceinline__ int next_buffer(int buf, int n) { return buf + 1 == n ? 0 : buf + 1; }
+
+// ----------------------------------------------------------------------------- rows in no segment
+// Rows [0, lo) and [hi, total) of the packed tokens, lo = clamp(cu[0]), hi = max(lo, clamp(cu[batch])):
+// the rows in no segment when cu_seqlens is non-decreasing (otherwise some rows between segments
+// stay unwritten or race with a segment's: unspecified, in bounds; docs/DESIGN.md §6).
+struct RowsOutside {
+  int64_t lo, hi, total;
+  __device__ int64_t count() const { return lo + (total - hi); }
+  __device__ int64_t row(int64_t i) const { return i < lo ? i : hi + (i - lo); }  // i < count()
+};
+
+__device__ __forceinline__ RowsOutside rows_outside(const int32_t* cu, int batch, int64_t total) {
+  auto clamp = [&](int64_t x) { return x < 0 ? int64_t(0) : x > total ? total : x; };
+  const int64_t lo = clamp(cu[0]), hi = clamp(cu[batch]);
+  return RowsOutside{lo, hi > lo ? hi : lo, total};
+}
+
+// The dk/dv kernel's query blocks in order: head chunk-major, positions pos0 = m_lo + pw j, j < n_pos.
+struct BlockCursor {
+  int h0, pos0;  // the block's first head and position
+  int j = 0;
+  __device__ __forceinline__ void next(int m_lo, int pw, int n_pos, int hc) {
+    if (++j == n_pos) {
+      j = 0, pos0 = m_lo, h0 += hc;
+    } else {
+      pos0 += pw;
+    }
+  }
+};
+
+// This CTA's index in the grid, and the grid's CTA count.
+__device__ __forceinline__ int64_t grid_cta() {
+  return (int64_t(blockIdx.z) * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
+}
+__device__ __forceinline__ int64_t grid_ctas() { return int64_t(gridDim.x) * gridDim.y * gridDim.z; }
+
+// This CTA's share of zeroing rows `o` of a [total, heads, width] tensor (width % 8 == 0, rows
+// 16-byte aligned): a row per CTA at a time, 16-byte stores. Nothing to do in the usual case
+// (cu[0] = 0, cu[batch] = total).
+template <typename Tg>
+__device__ void zero_rows_outside(const RowsOutside& o, Tg* base, int64_t row_stride, int64_t head_stride, int heads,
+                                  int width) {
+  const int chunks = width / 8;
+  for (int64_t i = grid_cta(); i < o.count(); i += grid_ctas()) {
+    Tg* row = base + o.row(i) * row_stride;
+    for (int j = threadIdx.x; j < heads * chunks; j += blockDim.x) {
+      const int head = j / chunks;
+      *reinterpret_cast<uint4*>(row + head * head_stride + (j - head * chunks) * 8) = make_uint4(0, 0, 0, 0);
+    }
+  }
+}
+
+// The same for the rows `o` of a [heads, total] float32 array (the sink's row gradients).
+__device__ __forceinline__ void zero_rows_outside(const RowsOutside& o, float* base, int heads) {
+  for (int64_t i = grid_cta(); i < o.count(); i += grid_ctas())
+    for (int head = threadIdx.x; head < heads; head += blockDim.x) base[head * o.total + o.row(i)] = 0.f;
+}
 
 // One operand of a tile copy: row r of the tile is row (r & rel_mask) x head (r >> head_shift) of a
 // [rows, heads, d] tensor from `base` (rows and heads relative to the tile's first), channels < d.
@@ -108,16 +189,19 @@ __device__ __forceinline__ float dot8(const uint4& a, const uint4& b) {
   return s;
 }
 
-// Stores the two consecutive columns (col, col + 1) of an accumulator row, times `scale`, when
-// col < d (d % 8 == 0: a pair never straddles d).
+// Stores the two consecutive columns (col, col + 1) of an accumulator row when the row exists (ok)
+// and col < d (d % 8 == 0: a pair never straddles d). `row` is formed once per accumulator row:
+// a 64-bit address per pair was ~25 instructions, 480 of the dq kernel's ~2900 per warp.
 template <typename Tg>
-__device__ __forceinline__ void store_pair(Tg* row, int col, int d, float a, float b) {
-  if (col >= d) return;
+__device__ __forceinline__ void store_pair(Tg* row, int col, bool ok, int d, float a, float b) {
+  using Tg2 = std::conditional_t<std::is_same_v<Tg, __half>, __half2, __nv_bfloat162>;
+  Tg2 pair;  // converted whether stored or not: the store alone is predicated, no branch
   if constexpr (std::is_same_v<Tg, __half>) {
-    *reinterpret_cast<__half2*>(row + col) = __floats2half2_rn(a, b);
+    pair = __floats2half2_rn(a, b);
   } else {
-    *reinterpret_cast<__nv_bfloat162*>(row + col) = __floats2bfloat162_rn(a, b);
+    pair = __floats2bfloat162_rn(a, b);
   }
+  if (ok && col < d) *reinterpret_cast<Tg2*>(row + col) = pair;
 }
 
 // ---------------------------------------------------------------------------------------- dq
@@ -130,7 +214,8 @@ __global__ void __launch_bounds__(128, 3)
                                         const __grid_constant__ WindowBwdShape shape) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using T = typename CuteElement<Tg>::type;
-  using C = WindowBwdConfig<T, kHeadDim>;
+  using C = WindowBwdDqConfig<T, kHeadDim>;
+  constexpr int S = C::kStages;
   using window_attention::row_bounds_diag;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   auto& sm = *reinterpret_cast<typename C::Smem*>(smem_raw);
@@ -146,6 +231,10 @@ __global__ void __launch_bounds__(128, 3)
   const Tg* dout = static_cast<const Tg*>(p.dout);
   auto sQ = make_tensor(make_smem_ptr(sm.resident[0]), typename C::Tile{});
   auto sO = make_tensor(make_smem_ptr(sm.resident[1]), typename C::Tile{});
+  if (const RowsOutside o = rows_outside(p.cu_seqlens_q, p.batch, p.total_q); o.count() > 0) {  // CTA-uniform
+    zero_rows_outside(o, static_cast<Tg*>(p.dq), p.dq_row_stride, p.dq_head_stride, p.h_q, p.d);
+    if (p.dsink_rows != nullptr) zero_rows_outside(o, p.dsink_rows, p.h_q);
+  }
 
   for (int b = blockIdx.z; b < p.batch; b += gridDim.z) {
     int64_t q_start, k_start;
@@ -166,7 +255,8 @@ __global__ void __launch_bounds__(128, 3)
                       pw - 1, pw_shift, live, q);
     cp_async_commit();
     // The keys of the block's rows: its first position's first key to its last position's last key
-    // (both window bounds grow with the position). The first tile loads while the row terms compute.
+    // (both window bounds grow with the position). The first S - 1 tiles load while the row terms
+    // compute; one cp.async group per tile (empty past the last), so group counts stay uniform.
     int lo_first, hi_first, lo_last, hi_last;
     row_bounds_diag(pos0 + off, p.window_left, p.window_right, sk, lo_first, hi_first);
     row_bounds_diag(pos0 + live - 1 + off, p.window_left, p.window_right, sk, lo_last, hi_last);
@@ -181,9 +271,12 @@ __global__ void __launch_bounds__(128, 3)
                         TileSource<Tg>{v + (k_start + kt) * p.v_row_stride + int64_t(hk) * p.v_head_stride,
                                        int(p.v_row_stride), 0, p.d_v},
                         63, 6, sk - kt, k);
-      cp_async_commit();
     };
-    if (tb >= ta) load_tile(ta, 0);
+#pragma unroll
+    for (int i = 0; i < S - 1; ++i) {
+      if (ta + i <= tb) load_tile(ta + i, i);
+      cp_async_commit();
+    }
 
     // ---- the row terms: two threads per row (a pair of lanes), D = <dO, O> in float32 ----
     {
@@ -240,14 +333,11 @@ __global__ void __launch_bounds__(128, 3)
     }
     Tensor acc_dq = partition_fragment_C(typename C::MmaG{}, Shape<_64, Int<kHeadDim>>{});
     clear(acc_dq);
-    for (int g = ta; g <= tb; ++g) {
-      const int buf = (g - ta) & 1;
-      if (g + 1 <= tb) {
-        load_tile(g + 1, buf ^ 1);
-        cp_async_wait_group<1>();
-      } else {
-        cp_async_wait_group<0>();
-      }
+    for (int g = ta, buf = 0; g <= tb; ++g, buf = next_buffer(buf, S)) {
+      // tile g + S - 1 into the buffer of tile g - 1, which every thread left at the last barrier
+      if (g + S - 1 <= tb) load_tile(g + S - 1, buf == 0 ? S - 1 : buf - 1);
+      cp_async_commit();
+      cp_async_wait_group<S - 1>();
       __syncthreads();  // every thread's copies of this tile (and of Q / dO) have landed
       auto sK = make_tensor(make_smem_ptr(sm.streamed[buf][0]), typename C::Tile{});
       auto sV = make_tensor(make_smem_ptr(sm.streamed[buf][1]), typename C::Tile{});
@@ -288,25 +378,31 @@ __global__ void __launch_bounds__(128, 3)
       wgmma_rs(typename C::MmaG{}, dx_reg, sKt, acc_dq, t);
       warpgroup_commit_batch();
       warpgroup_wait<0>();
-      __syncthreads();  // buffer buf is read by every thread before tile g + 2 lands in it
+      __syncthreads();  // buffer buf is read by every thread before tile g + S lands in it
     }
     cp_async_wait_group<0>();  // (no key tile: the Q / dO copies still land before their buffers are reused)
+    warpgroup_fence_operand(acc_dq);  // read only after the last wgmma's wait
     // ---- dq (times the scale), the key0 sink's row gradients ----
-    Tg* dq = static_cast<Tg*>(p.dq);
+    Tg* dq_row[2];  // this thread's two accumulator rows
+    bool dq_ok[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = acc_row(h, t);
+      dq_ok[h] = row_rel(r) < live;
+      dq_row[h] = static_cast<Tg*>(p.dq) + q_row(r) * p.dq_row_stride + row_head(r) * p.dq_head_stride;
+    }
 #pragma unroll
     for (int i = 0; i < size(acc_dq); i += 2) {
-      const int r = acc_row((i / 2) % 2, t);
-      if (row_rel(r) < live)
-        store_pair(dq + q_row(r) * p.dq_row_stride + row_head(r) * p.dq_head_stride, acc_col(i, t), p.d,
-                   acc_dq(i) * p.scale, acc_dq(i + 1) * p.scale);
+      const int h = (i / 2) % 2;
+      store_pair(dq_row[h], acc_col(i, t), dq_ok[h], p.d, acc_dq(i) * p.scale, acc_dq(i + 1) * p.scale);
     }
     if constexpr (Sink::kKey0Bias) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int r = acc_row(h, t);
-        // the thread holding column 0 (key 0) of a row that sees it
-        if (p.sinks != nullptr && t % 4 == 0 && lo[h] == 0 && hi[h] >= 0)
-          p.dsink_rows[int64_t(row_head(r)) * p.total_q + q_row(r)] = dsink_row[h];
+        // the thread holding column 0 (key 0) of the row; 0 where the row does not see key 0
+        if (p.sinks != nullptr && t % 4 == 0 && row_rel(r) < live)
+          p.dsink_rows[int64_t(row_head(r)) * p.total_q + q_row(r)] = lo[h] == 0 && hi[h] >= 0 ? dsink_row[h] : 0.f;
       }
     }
     __syncthreads();  // the next segment's copies reuse every buffer
@@ -318,12 +414,13 @@ __global__ void __launch_bounds__(128, 3)
 // One CTA per (64-key tile, kv head, segment; segments past grid z looped): K, V resident, the
 // query blocks (every head chunk x the positions whose windows reach the tile) streamed.
 template <typename Tg, int kHeadDim, typename Sink>
-__global__ void __launch_bounds__(128, 1)
+__global__ void __launch_bounds__(128, SINKOPS_WBWD_DKDV_CTAS)
     window_attention_bwd_dkdv_sm90_kernel(const __grid_constant__ WindowAttentionBackwardParams p,
                                           const __grid_constant__ WindowBwdShape shape) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using T = typename CuteElement<Tg>::type;
-  using C = WindowBwdConfig<T, kHeadDim>;
+  using C = WindowBwdDkdvConfig<T, kHeadDim>;
+  constexpr int S = C::kStages;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   auto& sm = *reinterpret_cast<typename C::Smem*>(smem_raw);
   const int t = threadIdx.x;
@@ -336,6 +433,10 @@ __global__ void __launch_bounds__(128, 1)
   const Tg* dout = static_cast<const Tg*>(p.dout);
   auto sK = make_tensor(make_smem_ptr(sm.resident[0]), typename C::Tile{});
   auto sV = make_tensor(make_smem_ptr(sm.resident[1]), typename C::Tile{});
+  if (const RowsOutside o = rows_outside(p.cu_seqlens_k, p.batch, p.total_k); o.count() > 0) {  // CTA-uniform
+    zero_rows_outside(o, static_cast<Tg*>(p.dk), p.dk_row_stride, p.dk_head_stride, p.h_k, p.d);
+    zero_rows_outside(o, static_cast<Tg*>(p.dv), p.dv_row_stride, p.dv_head_stride, p.h_k, p.d_v);
+  }
 
   for (int b = blockIdx.z; b < p.batch; b += gridDim.z) {
     int64_t q_start, k_start;
@@ -351,7 +452,7 @@ __global__ void __launch_bounds__(128, 1)
     const int64_t m_hi64 = p.window_left >= 0 ? kt + 63 - off + p.window_left + 1 : sq;
     const int m_lo = int(m_lo64 < 0 ? 0 : m_lo64 > sq ? sq : m_lo64) / pw * pw;
     const int m_hi = int(m_hi64 < 0 ? 0 : m_hi64 > sq ? sq : m_hi64);
-    const int n_pos_blocks = m_hi > m_lo ? (m_hi - m_lo + pw - 1) / pw : 0;
+    const int n_pos_blocks = m_hi > m_lo ? (m_hi - m_lo) / pw + ((m_hi - m_lo) % pw != 0) : 0;  // no int overflow
     const int n_blocks = n_pos_blocks * shape.head_chunks;
     // This thread's two accumulator rows are keys: the positions that see each, [pmin, pmax].
     int pmin[2], pmax[2];
@@ -365,11 +466,12 @@ __global__ void __launch_bounds__(128, 1)
       // no such key, or no position sees it: pos - 0x7fffffff < 0 for every pos < sq fails the test below
       if (kn >= sk || pmax[h] < pmin[h]) pmin[h] = 0x7fffffff, pmax[h] = 0x7fffffff;
     }
-    // Block blk: head chunk blk / n_pos_blocks, positions m_lo + pw (blk % n_pos_blocks) ...
-    auto block_head0 = [&](int blk) { return hk * shape.group + (blk / n_pos_blocks) * hc; };
-    auto block_pos0 = [&](int blk) { return m_lo + pw * (blk % n_pos_blocks); };
-    auto load_block = [&](int blk, int buf) {
-      const int h0 = block_head0(blk), pos0 = block_pos0(blk);
+    // Block blk: head chunk blk / n_pos_blocks, positions m_lo + pw (blk % n_pos_blocks) ... (BlockCursor)
+    // Blocks are loaded, then computed, in order: a cursor each (a division per block cost ~25 instructions).
+    BlockCursor loading{hk * shape.group, m_lo}, computing{hk * shape.group, m_lo};
+    auto load_block = [&](int buf) {
+      const int h0 = loading.h0, pos0 = loading.pos0;
+      loading.next(m_lo, pw, n_pos_blocks, hc);
       auto sQ = make_tensor(make_smem_ptr(sm.streamed[buf][0]), typename C::Tile{});
       auto sO = make_tensor(make_smem_ptr(sm.streamed[buf][1]), typename C::Tile{});
       const int64_t row0 = q_start + pos0;
@@ -389,7 +491,6 @@ __global__ void __launch_bounds__(128, 1)
         cp_async_ca_zfill<4>(&sm.rows[buf][t].y, row_ok ? p.row_r + head * p.total_q + row : p.row_r, row_ok);
         cp_async_ca_zfill<4>(&sm.rows[buf][t].z, row_ok ? p.row_delta + head * p.total_q + row : p.row_delta, row_ok);
       }
-      cp_async_commit();
     };
 
     Tensor acc_dk = partition_fragment_C(typename C::MmaG{}, Shape<_64, Int<kHeadDim>>{});
@@ -403,16 +504,19 @@ __global__ void __launch_bounds__(128, 1)
                         TileSource<Tg>{v + (k_start + kt) * p.v_row_stride + int64_t(hk) * p.v_head_stride,
                                        int(p.v_row_stride), 0, p.d_v},
                         63, 6, sk - kt, k);
-      load_block(0, 0);  // the key tile's copies ride in this block's group
     }
-    for (int blk = 0; blk < n_blocks; ++blk) {
-      const int buf = blk & 1;
-      if (blk + 1 < n_blocks) {
-        load_block(blk + 1, buf ^ 1);
-        cp_async_wait_group<1>();
-      } else {
-        cp_async_wait_group<0>();
-      }
+    // The first S - 1 blocks (the key tile's copies ride in the first one's group); one cp.async
+    // group per block, empty past the last, so group counts stay uniform.
+#pragma unroll
+    for (int i = 0; i < S - 1; ++i) {
+      if (i < n_blocks) load_block(i);
+      cp_async_commit();
+    }
+    for (int blk = 0, buf = 0; blk < n_blocks; ++blk, buf = next_buffer(buf, S)) {
+      // block blk + S - 1 into the buffer of block blk - 1, which every thread left at the last barrier
+      if (blk + S - 1 < n_blocks) load_block(buf == 0 ? S - 1 : buf - 1);
+      cp_async_commit();
+      cp_async_wait_group<S - 1>();
       __syncthreads();  // every thread's copies of this block (and of the key tile) have landed
       auto sQ = make_tensor(make_smem_ptr(sm.streamed[buf][0]), typename C::Tile{});
       auto sO = make_tensor(make_smem_ptr(sm.streamed[buf][1]), typename C::Tile{});
@@ -426,7 +530,8 @@ __global__ void __launch_bounds__(128, 1)
       warpgroup_commit_batch();
       wgmma_ss(typename C::MmaS{}, sV, sO, acc_dp, true, t);
       warpgroup_commit_batch();
-      const int h0 = block_head0(blk), pos0 = block_pos0(blk);
+      const int h0 = computing.h0, pos0 = computing.pos0;
+      computing.next(m_lo, pw, n_pos_blocks, hc);
       // the key0 sink of this block's heads: threads 0..3 hold key 0 (row 0 of tile 0)
       const bool key0_here = Sink::kKey0Bias && kt == 0 && t < 4 && p.sinks != nullptr;
       // position pos0 + (col & (pw - 1)) sees key h iff (unsigned)(pos - pmin) <= pmax - pmin
@@ -475,19 +580,26 @@ __global__ void __launch_bounds__(128, 1)
       wgmma_rs(typename C::MmaG{}, dx_reg, sQt, acc_dk, t);
       warpgroup_commit_batch();
       warpgroup_wait<0>();
-      __syncthreads();  // buffer buf is read by every thread before block blk + 2 lands in it
+      __syncthreads();  // buffer buf is read by every thread before block blk + S lands in it
     }
+    warpgroup_fence_operand(acc_dk);  // read only after the last wgmma's wait
+    warpgroup_fence_operand(acc_dv);
     // ---- dK (times the scale), dV: keys of the segment, channels below d / d_v ----
-    Tg* dk = static_cast<Tg*>(p.dk);
-    Tg* dv = static_cast<Tg*>(p.dv);
+    Tg *dk_row[2], *dv_row[2];  // this thread's two accumulator rows (keys)
+    bool key_ok[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int key = acc_row(h, t);
+      key_ok[h] = key < sk - kt;
+      const int64_t row = k_start + kt + key;
+      dk_row[h] = static_cast<Tg*>(p.dk) + row * p.dk_row_stride + hk * p.dk_head_stride;
+      dv_row[h] = static_cast<Tg*>(p.dv) + row * p.dv_row_stride + hk * p.dv_head_stride;
+    }
 #pragma unroll
     for (int i = 0; i < size(acc_dk); i += 2) {
-      const int key = acc_row((i / 2) % 2, t), col = acc_col(i, t);
-      if (key >= sk - kt) continue;
-      const int64_t row = k_start + kt + key;
-      store_pair(dk + row * p.dk_row_stride + hk * p.dk_head_stride, col, p.d, acc_dk(i) * p.scale,
-                 acc_dk(i + 1) * p.scale);
-      store_pair(dv + row * p.dv_row_stride + hk * p.dv_head_stride, col, p.d_v, acc_dv(i), acc_dv(i + 1));
+      const int h = (i / 2) % 2, col = acc_col(i, t);
+      store_pair(dk_row[h], col, key_ok[h], p.d, acc_dk(i) * p.scale, acc_dk(i + 1) * p.scale);
+      store_pair(dv_row[h], col, key_ok[h], p.d_v, acc_dv(i), acc_dv(i + 1));
     }
     __syncthreads();  // the next segment's copies reuse every buffer
   }
@@ -496,21 +608,25 @@ __global__ void __launch_bounds__(128, 1)
 
 template <int kHeadDim>
 int window_attention_bwd_smem_bytes() {
-  return WindowBwdConfig<cutlass::bfloat16_t, kHeadDim>::kSmemBytes;
+  const int dq = WindowBwdDqConfig<cutlass::bfloat16_t, kHeadDim>::kSmemBytes;
+  const int dkdv = WindowBwdDkdvConfig<cutlass::bfloat16_t, kHeadDim>::kSmemBytes;
+  return dq > dkdv ? dq : dkdv;
 }
 
 template <typename Tg, int kHeadDim, typename Sink>
 void launch_window_attention_bwd(const WindowAttentionBackwardParams& p, const WindowBwdShape& dq_shape,
                                  const WindowBwdShape& dkdv_shape, int batch_z, cudaStream_t stream) {
-  constexpr int kSmem = WindowBwdConfig<typename CuteElement<Tg>::type, kHeadDim>::kSmemBytes;
+  using T = typename CuteElement<Tg>::type;
+  constexpr int kDqSmem = WindowBwdDqConfig<T, kHeadDim>::kSmemBytes;
+  constexpr int kDkdvSmem = WindowBwdDkdvConfig<T, kHeadDim>::kSmemBytes;
   constexpr auto dq_kernel = window_attention_bwd_dq_sm90_kernel<Tg, kHeadDim, Sink>;
   constexpr auto dkdv_kernel = window_attention_bwd_dkdv_sm90_kernel<Tg, kHeadDim, Sink>;
-  reserve_dynamic_smem<dq_kernel>(kSmem, "window_attention_backward (sm90 dq)", true);
-  reserve_dynamic_smem<dkdv_kernel>(kSmem, "window_attention_backward (sm90 dk/dv)", true);
+  reserve_dynamic_smem<dq_kernel>(kDqSmem, "window_attention_backward (sm90 dq)", true);
+  reserve_dynamic_smem<dkdv_kernel>(kDkdvSmem, "window_attention_backward (sm90 dk/dv)", true);
   // the dq kernel writes the row terms the dk/dv kernel reads: same stream, in this order
-  dq_kernel<<<dim3(dq_shape.blocks, p.h_k * dq_shape.head_chunks, batch_z), 128, kSmem, stream>>>(p, dq_shape);
+  dq_kernel<<<dim3(dq_shape.blocks, p.h_k * dq_shape.head_chunks, batch_z), 128, kDqSmem, stream>>>(p, dq_shape);
   check_launch("window_attention_backward (sm90 dq)");
-  dkdv_kernel<<<dim3(dkdv_shape.blocks, p.h_k, batch_z), 128, kSmem, stream>>>(p, dkdv_shape);
+  dkdv_kernel<<<dim3(dkdv_shape.blocks, p.h_k, batch_z), 128, kDkdvSmem, stream>>>(p, dkdv_shape);
   check_launch("window_attention_backward (sm90 dk/dv)");
 }
 
