@@ -34,7 +34,8 @@ void window_attention_backward(const WindowAttentionBackwardParams& p, void* str
     throw Error("window_attention_backward (cuda): sink_mode needs sinks and dsink_rows");
   if (p.out == nullptr || p.lse == nullptr || p.dout == nullptr || p.row_r == nullptr || p.row_delta == nullptr)
     throw Error("window_attention_backward (cuda): out, lse, dout and the row workspaces are required");
-  // nothing attends: the caller's zero-filled gradients are the answer
+  // nothing attends: nothing launches and nothing is written (the gradients are all zeros then; the
+  // caller writes them: window_attention_backward_params.h)
   if (p.batch <= 0 || p.max_seqlen_q <= 0 || p.max_seqlen_k <= 0 || p.total_q == 0 || p.total_k == 0 || p.h_q == 0)
     return;
 #ifdef SINKOPS_SM90

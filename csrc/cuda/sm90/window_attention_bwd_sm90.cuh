@@ -61,6 +61,7 @@ template <typename T, int kHeadDim, int kStages_>
 struct WindowBwdConfig {
   static constexpr int kThreads = 128;  // one warpgroup
   static constexpr int kStages = kStages_;  // buffers of the streamed tiles: kStages - 1 loads in flight
+  static_assert(kStages_ >= 1, "a ring of at least one buffer (1: each tile loads before it computes)");
   static constexpr int kChunks = kHeadDim / 8;  // 16-byte chunks per row
   using Atom = conditional_t<kHeadDim % 64 == 0, GMMA::Layout_K_SW128_Atom<T>,
                              conditional_t<kHeadDim % 32 == 0, GMMA::Layout_K_SW64_Atom<T>, GMMA::Layout_K_SW32_Atom<T>>>;
