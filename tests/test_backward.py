@@ -53,7 +53,7 @@ def check_grad(actual, oracle, baseline, name, dtype, inherent=None):
 
 class _RanOn:
     """For a target whose backward auto picks (a CUDA forward's: docs/DECISIONS.md; auto takes the
-    CUDA kernels on bounded windows): checks that every window backward of the block ran on the
+    CUDA kernels wherever they run the call): checks that every window backward of the block ran on the
     target's own backend, not on a fallback."""
 
     def __init__(self, target):
@@ -181,7 +181,7 @@ def test_window_backward(target, c):
                                         return_lse=True, backend=target.backend)
     g_out = torch.randn_like(out)
     g_lse = torch.randn_like(lse)
-    if target.backend == "cuda":  # the CUDA kernels on every window (auto keeps unbounded ones for Triton)
+    if target.backend == "cuda":  # the CUDA kernels, called by name (auto would take them too)
         left, right = c["window"]
         got = torch.ops.sinkops.window_attention_backward(
             g_out, torch.where(torch.isfinite(lse), g_lse, 0.0), *(t.detach() for t in (q, k, v, out, lse)),

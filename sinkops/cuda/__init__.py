@@ -64,15 +64,15 @@ class CudaBackend:
     def prefers(self, a) -> bool:
         """Whether `auto` should take this backend before the ones listed ahead of it: the sm_90a
         kernels (on a Hopper GPU: window attention at d <= 128 but full attention at d 64, sparse
-        prefill above 32 heads, the window backward on bounded windows) are faster than the Triton
+        prefill above 32 heads, the window backward wherever it runs) are faster than the Triton
         ones there (bench/NOTES.md); the mma.sync kernels are not."""
         if self.device_type != "cuda" or a.op not in self.ops or self.supports(a):
             return False
         if a.op == "window_attention_backward":
-            # its sm_90a kernels beat Triton's on bounded windows (MiMo video 455 vs 568 µs, d 80
-            # 160 vs 196) but not on full attention (unbounded d 128: 3700 vs 3018 µs; bench/NOTES.md
-            # "Window backward, sm90")
-            return a.window_left >= 0 and a.window_right >= 0
+            # since v5 its sm_90a kernels beat Triton's on every window measured: MiMo video 404 vs
+            # 568 µs, d 80 143 vs 230, full d 128 2910 vs 3027, causal d 128 1974 vs 2755, full d 64
+            # 1387 vs 1900 (bench/NOTES.md "Window backward v5"; v4 lost full d 128, 3700 vs 3018)
+            return True
         path = getattr(self.mod, a.op + "_path", None)
         if path is None:
             return False
