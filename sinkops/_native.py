@@ -209,13 +209,6 @@ def launcher(mod, a, where, decode_plan=None):
     return launch
 
 
-def zero_gradients(a) -> None:
-    """A backward call where nothing attends: every gradient is 0 (they come uninitialized)."""
-    for g in (a.dq, a.dk, a.dv, a.dsinks):
-        if g is not None:
-            g.zero_()
-
-
 def _window_backward_launcher(bwd, tmpl, a, where):
     """mod.window_attention_bwd(template, call fields, *where()) with the row workspaces it needs
     (r and delta, written by its dq kernel and read by its dk/dv kernel; each row's sink gradient,
@@ -228,7 +221,7 @@ def _window_backward_launcher(bwd, tmpl, a, where):
 
     def launch(a):
         if a.max_seqlen_q <= 0 or a.max_seqlen_k <= 0 or a.batch <= 0:
-            zero_gradients(a)
+            a.zero_gradients()
             return
         a.q, a.k, a.v, a.out, a.dout = (aligned(t) for t in (a.q, a.k, a.v, a.out, a.dout))
         rows = torch.empty(2 if a.dsinks is None else 3, hq, a.total_q, dtype=torch.float32, device=a.q.device)

@@ -26,6 +26,13 @@ class WindowAttentionBackwardArgs(window.WindowAttentionArgs):
     op = "window_attention_backward"
     __slots__ = ("dout", "dlse", "dq", "dk", "dv", "dsinks", "deterministic")
 
+    def zero_gradients(self) -> None:
+        """For a backend's launch where nothing attends (batch or max_seqlen 0): every gradient is
+        0, and they come uninitialized."""
+        for g in (self.dq, self.dk, self.dv, self.dsinks):
+            if g is not None:
+                g.zero_()
+
 
 class _Plan:
     __slots__ = ("fwd", "launch", "backend")

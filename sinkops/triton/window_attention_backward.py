@@ -326,13 +326,12 @@ def prepare(a):
     window = (max(a.window_left, 0), max(a.window_right, 0), scale * LOG2E, scale, group, q.shape[2], v.shape[2])
 
     def launch(a):
+        if a.max_seqlen_q <= 0 or a.max_seqlen_k <= 0 or a.batch <= 0:
+            a.zero_gradients()
+            return
         # the gradients come uninitialized and these kernels write only the rows of segments
         for g in (a.dq, a.dk, a.dv):
             g.zero_()
-        if a.max_seqlen_q <= 0 or a.max_seqlen_k <= 0 or a.batch <= 0:
-            if a.dsinks is not None:
-                a.dsinks.zero_()
-            return
         dev = a.q.device
         tq = a.q.shape[0]
         r = torch.empty(hq, tq, dtype=torch.float32, device=dev)
