@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <string>
+#include <utility>
 
 #include "sinkops/error.h"
 
@@ -22,6 +23,22 @@
 namespace sinkops::cuda {
 
 constexpr int kMaxDevices = 64;
+
+// Programmatic dependent launch (sm_90+): a kernel launched with launch_dependent() may start
+// while the kernel before it on the stream still runs, once every CTA of that one has called
+// allow_dependents() (or exited); it must call wait_for_prerequisite() before reading what the
+// earlier kernel wrote. This hides the second kernel's launch latency (a CUDA graph keeps the
+// edge). Both device calls are no-ops below sm_90 and in the CPU emulator.
+__device__ __forceinline__ void allow_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void wait_for_prerequisite() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
 
 inline void check_cuda(cudaError_t err, const std::string& what) {
   if (err != cudaSuccess) throw Error(what + ": " + cudaGetErrorString(err));
@@ -56,6 +73,28 @@ inline const DeviceInfo& device_info(int device) {
   if (cache[device].compare_exchange_strong(expected, fresh)) return *fresh;
   delete fresh;  // another thread got there first
   return *expected;
+}
+
+// Launches kernel<<<grid, block, 0, stream>>>(args...) as a programmatic dependent of the
+// kernel before it on the stream when the device has compute capability 9.0 or higher (plain
+// launch otherwise, and in the CPU emulator). The kernel must call wait_for_prerequisite().
+template <class... Params, class... Args>
+void launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t stream, Args&&... args) {
+#ifdef SINKOPS_CUDA_EMU
+  SINKOPS_LAUNCH(kernel, grid, block, 0, stream)(std::forward<Args>(args)...);
+#else
+  cudaLaunchConfig_t config = {};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = 0;
+  config.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = attr;
+  config.numAttrs = device_info(current_device()).cc_major >= 9 ? 1 : 0;
+  check_cuda(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...), "dependent launch");
+#endif
 }
 
 // Whether the sm_90a kernels may run on `info`'s device: built in (SINKOPS_SM90), a 9.0 device,

@@ -18,6 +18,7 @@ using namespace sparse_mla_decode;
 // Merges the split partials of one (row, head); applies the sink once. grid (h_q, b*s_q), 128 threads.
 __global__ void __launch_bounds__(128)
     sparse_mla_decode_combine_kernel(const __grid_constant__ SparseMlaDecodeParams p) {
+  wait_for_prerequisite();  // launched as a dependent of the main kernel: its partials must be complete
   const int num_splits = p.num_splits;
   const int h = blockIdx.x, row = blockIdx.y;
   const int bi = row / p.s_q, si = row % p.s_q;
@@ -98,6 +99,19 @@ int plan_tile_keys(const SparseMlaDecodeParams& p, const DeviceInfo& info) {
   return kKeysPerTile;
 }
 
+// Whether the combine is launched as a programmatic dependent of the main kernel: its CTAs are
+// then scheduled while the main kernel runs (the main kernels allow it at their start) and wait
+// for the partials there, which hides the combine's launch latency (batch 1: 12.7 -> 12.3 us).
+// Only when its grid fits on the SMs the main kernel leaves idle, at most 2 CTAs each: a larger
+// one piles onto those few SMs before the main kernel's SMs free up and runs slower than a plain
+// launch (batch 16 and the 8-head batch 64: +1.1 us; bench/NOTES.md, decode v6).
+bool combine_overlaps(const SparseMlaDecodeParams& p, const DeviceInfo& info) {
+  const int64_t rows = int64_t(p.b) * p.s_q;
+  const int64_t main_ctas = (p.h_q + kPlanHeadsPerCta - 1) / kPlanHeadsPerCta * p.num_splits * rows;
+  const int64_t combine_ctas = int64_t(p.h_q) * rows;
+  return combine_ctas <= 2 * (info.sm_count - main_ctas);
+}
+
 }  // namespace
 
 std::string sparse_mla_decode_path(const SparseMlaDecodeParams& p) {
@@ -155,7 +169,11 @@ void sparse_mla_decode_fwd(const SparseMlaDecodeParams& params, void* stream) {
   kv_layout_switch(params.layout, [&](auto layout) { launch_decode_kernel<decltype(layout)::value>(params, s); });
   if (params.num_splits > 1) {
     const dim3 grid(params.h_q, params.b * params.s_q);
-    SINKOPS_LAUNCH(sparse_mla_decode_combine_kernel, grid, kDv / 4, 0, s)(params);
+    if (combine_overlaps(params, device_info(current_device()))) {
+      launch_dependent(sparse_mla_decode_combine_kernel, grid, dim3(kDv / 4), s, params);
+    } else {
+      SINKOPS_LAUNCH(sparse_mla_decode_combine_kernel, grid, kDv / 4, 0, s)(params);
+    }
     check_launch("sparse_mla_decode combine");
   }
 }

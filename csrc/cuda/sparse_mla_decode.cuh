@@ -133,6 +133,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int head0 = blockIdx.x * kHeadsPerCta;
   const int split = blockIdx.y;
   const int row = blockIdx.z;
+  allow_dependents();  // the combine (a programmatic dependent) may be scheduled now; it waits for us
   const int bi = row / p.s_q, si = row % p.s_q;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int hg = warp % 4;  // head group: heads head0 + 16*hg ..

@@ -417,6 +417,7 @@ __global__ void __launch_bounds__(384, 1) sparse_mla_decode_sm90_kernel(const __
   const int split = blockIdx.y;
   const int row = blockIdx.z;
   const int wg = threadIdx.x / 128, t = threadIdx.x % 128;
+  allow_dependents();  // the combine (a programmatic dependent) may be scheduled now; it waits for us
 
   const int total = p.pool.topk + p.extra.topk;
   const int key_begin = split * p.tiles_per_split * kDecodeBlockKeys;
