@@ -101,7 +101,7 @@ int plan_tile_keys(const SparseMlaDecodeParams& p, const DeviceInfo& info) {
 
 // Whether the combine is launched as a programmatic dependent of the main kernel: its CTAs are
 // then scheduled while the main kernel runs (the main kernels allow it at their start) and wait
-// for the partials there, which hides the combine's launch latency (batch 1: 12.7 -> 12.3 us).
+// for the partials there, which hides the combine's launch latency (batch 1: 12.7 -> 12.2 us).
 // Only when its grid fits on the SMs the main kernel leaves idle, at most 2 CTAs each: a larger
 // one piles onto those few SMs before the main kernel's SMs free up and runs slower than a plain
 // launch (batch 16 and the 8-head batch 64: +1.1 us; bench/NOTES.md, decode v6).
