@@ -1,6 +1,6 @@
-"""Window attention with sinks side by side (H200, bf16): sinkops CUDA on its sm_90a path and on its
-sm80 path (SINKOPS_CUDA_SM80=1), sinkops Triton, FlashAttention-4 (no sink / its null sink, when
-`flash_attn.cute` imports) and FlexAttention (key0 as a score_mod, with --flex), against the memory
+"""Window attention with sinks side by side (H200, bf16): sinkops CUDA on its sm_90a path (and with
+its narrow-window kernel forced, SINKOPS_WA90_WIDE=0) and on its sm80 path (SINKOPS_CUDA_SM80=1),
+sinkops Triton, FlashAttention-4 (no sink / its null sink, when `flash_attn.cute` imports) and FlexAttention (key0 as a score_mod, with --flex), against the memory
 floor (q, k, v read once, out written once, at the copy bandwidth measured in this run).
 
 Kernel columns are CUDA-graph replay (the kernel alone); the eager column is what a user pays per
@@ -39,6 +39,21 @@ CASES = [
 MODES = ("key0", "null", "none")
 # issue 11's targets, graph replay of the key0 kernel, µs
 TARGETS = {"mimo-image 1x4096": 25, "mimo-video 16x1024": 80, "mimo-video 64x1024": 320, "2x2048 16/16 d80": 20}
+
+
+class NarrowKernel:
+    """SINKOPS_WA90_WIDE=0 inside the block: the sm_90a launcher keeps the narrow-window kernel for
+    every window (it takes the wide-window one for full / causal / wide windows by default)."""
+
+    def __enter__(self):
+        self.old = os.environ.get("SINKOPS_WA90_WIDE")
+        os.environ["SINKOPS_WA90_WIDE"] = "0"
+
+    def __exit__(self, *exc):
+        if self.old is None:
+            os.environ.pop("SINKOPS_WA90_WIDE")
+        else:
+            os.environ["SINKOPS_WA90_WIDE"] = self.old
 
 
 def copy_bandwidth() -> float:
@@ -136,10 +151,13 @@ def run_case(case, bandwidth, flex):
                target_us=TARGETS.get(name))
     nbytes = sum(x.numel() * x.element_size() for x in (q, k, v)) + q.numel() * q.element_size()
     row["floor_us"] = nbytes / bandwidth * 1e6 if bandwidth else None
+    args_key0 = (q, k, v, cu, seqlen, window, sinks["key0"], "key0")
     for mode in MODES:
         args = (q, k, v, cu, seqlen, window, sinks[mode], mode)
         row[f"sm90_{mode}_us"] = _try(f"{name} sm90 {mode}", lambda: graph_us(ours("cuda", *args)))
         row[f"triton_{mode}_us"] = _try(f"{name} triton {mode}", lambda: graph_us(ours("triton", *args)))
+    with NarrowKernel():  # the sm90 narrow kernel where the launcher takes the wide one (same otherwise)
+        row["sm90_narrow_key0_us"] = _try(f"{name} sm90 narrow", lambda: graph_us(ours("cuda", *args_key0)))
     with Sm80Path():
         row["sm80_key0_us"] = _try(f"{name} sm80", lambda: graph_us(ours("cuda", q, k, v, cu, seqlen, window,
                                                                          sinks["key0"], "key0")))
@@ -166,7 +184,7 @@ def _keys_seen(i, n, window):
 
 
 COLUMNS = [("sm90 key0", "sm90_key0_us"), ("sm90 null", "sm90_null_us"), ("sm90 no-sink", "sm90_none_us"),
-           ("sm80 key0", "sm80_key0_us"), ("Triton key0", "triton_key0_us"), ("Triton no-sink", "triton_none_us"),
+           ("sm90 narrow kernel key0", "sm90_narrow_key0_us"), ("sm80 key0", "sm80_key0_us"), ("Triton key0", "triton_key0_us"), ("Triton no-sink", "triton_none_us"),
            ("FA4 no-sink", "fa4_none_us"), ("FA4 null", "fa4_null_us"),
            ("eager sm90 key0", "eager_sm90_key0_us"), ("eager Triton key0", "eager_triton_key0_us"),
            ("Flex key0 (eager)", "flex_key0_us")]

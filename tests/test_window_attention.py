@@ -253,6 +253,19 @@ def test_more_segments_than_grid_z(target):
 
 @pytest.mark.parametrize("target", params(CUDA, op="window"))
 def test_tensor_over_2_pow_31_elements(target):
+    _over_2_pow_31_elements(target)
+
+
+@pytest.mark.gpu
+def test_tensor_over_2_pow_31_elements_wide_window_kernel(monkeypatch):
+    """The same through the sm_90a wide-window kernel (forced: its default is wide windows)."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    monkeypatch.setenv("SINKOPS_WA90_WIDE", "1")
+    _over_2_pow_31_elements(BY_NAME["cuda"])
+
+
+def _over_2_pow_31_elements(target):
     # k and v are views of one [Tk, 2, Hk, D] buffer of > 2^31 elements (~4.3 GB bf16); only the last
     # segment has queries, so every K/V element read sits past element 2^31.
     hk, hq, d, tail = 8, 16, 128, 300
@@ -300,6 +313,23 @@ def test_cuda_sm80_path_on_hopper(monkeypatch, c):
     seen = torch.isfinite(fast)
     assert torch.equal(seen, torch.isfinite(portable))
     assert rel_l2(fast[seen], portable[seen]) < 5e-3
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kernel", ["wide", "narrow"])
+@pytest.mark.parametrize("c", SM90_CASES, ids=_cid)
+def test_cuda_sm90_wide_and_narrow_kernels(monkeypatch, c, kernel):
+    """The sm_90a path has two kernels: the wide-window one (128-key tiles, each tile's MMAs
+    overlapped with the softmax) for windows whose blocks of rows cannot share key tiles (full,
+    causal, wide), the narrow one (streaming steps of 16-64-key chunks) for the rest.
+    SINKOPS_WA90_WIDE=1 / 0 forces either for every window: both match the oracle."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    monkeypatch.setenv("SINKOPS_WA90_WIDE", "1" if kernel == "wide" else "0")
+    case = make_window_case(c["lq"], c["lk"], hq=c["hq"], hk=c["hk"], d=c["d"], dv=c["dv"], dtype=c["dtype"],
+                            device="cuda")
+    sinks = None if c["mode"] == "none" else sinks_like(c["hq"], c["kind"])
+    _check(BY_NAME["cuda"], case, c["window"], sinks, c["mode"], f"{kernel} kernel")
 
 
 @pytest.mark.gpu

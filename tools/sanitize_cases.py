@@ -47,13 +47,18 @@ def window(backend):
             os.environ["SINKOPS_WA90_STEPS"] = steps
             window_cases(backend)
             os.environ.pop("SINKOPS_WA90_STEPS")
+        for kernel in ("1", "0"):  # sm_90a: the wide-window kernel / the narrow one for every window
+            os.environ["SINKOPS_WA90_WIDE"] = kernel
+            window_cases(backend)
+            os.environ.pop("SINKOPS_WA90_WIDE")
     window_cases(backend)
     # a long segment: more K/V tiles than pipeline stages (the ring wraps), every sink value
-    q, k, v = (torch.randn(700, h, 64, device=dev, dtype=torch.bfloat16) for h in (32, 8, 8))
-    s = torch.tensor([float("inf"), float("-inf"), 0.5, -1.0] * 8, device=dev)
-    for mode in ("key0", "null"):
-        sinkops.window_attention(q, k, v, cu([0, 650, 700]), None, 650, window_size=(-1, -1), sinks=s, sink_mode=mode,
-                                 return_lse=True, backend=backend)
+    for d in (64, 128):
+        q, k, v = (torch.randn(700, h, d, device=dev, dtype=torch.bfloat16) for h in (32, 8, 8))
+        s = torch.tensor([float("inf"), float("-inf"), 0.5, -1.0] * 8, device=dev)
+        for mode in ("key0", "null"):
+            sinkops.window_attention(q, k, v, cu([0, 650, 700]), None, 650, window_size=(-1, -1), sinks=s,
+                                     sink_mode=mode, return_lse=True, backend=backend)
 
 
 def window_cases(backend):

@@ -79,9 +79,9 @@ class CudaBackend:
         if (a.op == "window_attention" and max(a.q.shape[-1], a.v.shape[-1]) <= 64
                 and (a.window_left < 0 or a.window_right < 0)):
             # at d <= 64 with an unbounded side (full or causal attention) Triton is level (16x1024
-            # full: 478 vs 471 µs since v6, 1.15x faster before; causal not measured), so it stays;
-            # bounded windows at d 64 and every shape from d 80 up go to the sm_90a kernel
-            # (bench/NOTES.md "Window attention, sm90")
+            # full, key0: 478 vs 466 µs on the wide-window kernel since v8; null / no sink 452 vs
+            # 487; causal not measured), so it stays; bounded windows at d 64 and every shape from
+            # d 80 up go to the sm_90a kernels (bench/NOTES.md "Window attention, sm90", "Window v8")
             return False
         return path(_native.template_for(self.mod, a), self._device(a.q)) == "sm90"
 

@@ -100,9 +100,12 @@ __device__ __forceinline__ void bar_arrive(int id, int threads) {
 // .L2::cache_hint (evict_last for the KV pool), ptxas 13.0 emitted the gather's LDGSTS with an
 // unset, odd uniform descriptor register (desc[UR1]): an illegal instruction on the H200
 // (bench/NOTES.md, "Sparse MLA prefill, sm90").
+__device__ __forceinline__ void cp_async_16_zfill_l2(uint32_t smem_addr, const void* gmem, bool valid) {
+  asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;\n" ::"r"(smem_addr), "l"(gmem),
+               "r"(valid ? 16 : 0));
+}
 __device__ __forceinline__ void cp_async_16_zfill_l2(void* smem, const void* gmem, bool valid) {
-  const uint32_t dst = cast_smem_ptr_to_uint(smem);
-  asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem), "r"(valid ? 16 : 0));
+  cp_async_16_zfill_l2(cast_smem_ptr_to_uint(smem), gmem, valid);
 }
 // The barrier gets one arrival once this thread's earlier cp.asyncs have landed (the barrier's
 // expected count includes it: .noinc).

@@ -42,6 +42,18 @@ int steps_per_cta(const WindowAttentionParams& p, const window_attention::Launch
   const int64_t even_runs = (steps + per_cta - 1) / per_cta;  // equal runs: no short CTA behind long ones
   return int((steps + even_runs - 1) / even_runs);
 }
+
+// The wide-window kernel for windows whose consecutive blocks cannot share key tiles, where it
+// was measured faster (bench/NOTES.md "Window v8", H200): full attention d 128 809 -> 540-558 µs;
+// at d 64 full attention is level (471 -> 467) and a bounded +-256 window slower (251 -> 300: its
+// 128-key tiles compute ~35 % more keys than the rows see, and the narrow kernel's one-step twin
+// runs 2 CTAs x 2 warpgroups), so at d <= 80 only windows with an unbounded side take it; from
+// d 96 (no one-step twin) every window that cannot share tiles does. SINKOPS_WA90_WIDE=0 / 1
+// forces the narrow / the wide kernel for every window (tests and tuning).
+bool use_wide_kernel(const WindowAttentionParams& p, int head_dim, bool steps_share) {
+  if (const char* env = std::getenv("SINKOPS_WA90_WIDE"); env != nullptr && *env != 0) return *env == '1';
+  return !steps_share && (head_dim > 80 || p.window_left < 0 || p.window_right < 0);
+}
 }  // namespace
 
 bool window_attention_sm90_takes(const WindowAttentionParams& p, int smem_optin) {
@@ -57,7 +69,8 @@ bool window_attention_sm90_takes(const WindowAttentionParams& p, int smem_optin)
   bool fits = false;
   head_dim_switch(Sm90WindowHeadDims{}, d, "window_attention (sm90)", [&](auto head_dim) {
     constexpr int kHeadDim = decltype(head_dim)::value;
-    fits = window_attention_tiling<kHeadDim, true>().smem_bytes <= smem_optin;
+    fits = window_attention_tiling<kHeadDim, true>().smem_bytes <= smem_optin &&
+           window_attention_wide_tiling<kHeadDim>().smem_bytes <= smem_optin;
     if constexpr (kHasOneStepKernel<kHeadDim>)
       fits = fits && window_attention_tiling<kHeadDim, false>().smem_bytes <= smem_optin;
   });
@@ -77,18 +90,23 @@ void window_attention(const WindowAttentionParams& p, void* stream) {
     // steps are one each then); else the one-step kernel. Up to 64 folded heads: a warpgroup's rows.
     const Sm90WindowTiling streaming = window_attention_tiling<kHeadDim, true>();
     window_attention::LaunchShape s = window_attention::fold_heads(p, streaming.cta_rows, 64);
+    const bool share = steps_share_tiles(p.window_left, p.window_right, s.positions_per_cta, streaming.stages);
+    const bool wide = use_wide_kernel(p, kHeadDim, share);
     bool stream = true;
-    if constexpr (kHasOneStepKernel<kHeadDim>) {
-      stream = steps_share_tiles(p.window_left, p.window_right, s.positions_per_cta, streaming.stages);
+    if (wide) {
+      s = window_attention::fold_heads(p, window_attention_wide_tiling<kHeadDim>().cta_rows, 64);
+    } else if constexpr (kHasOneStepKernel<kHeadDim>) {
+      stream = share;
       if (!stream) s = window_attention::fold_heads(p, window_attention_tiling<kHeadDim, false>().cta_rows, 64);
     }
-    s.steps_per_cta = stream ? steps_per_cta(p, s, streaming.ctas_per_sm, streaming.stages) : 1;
+    s.steps_per_cta = stream && !wide ? steps_per_cta(p, s, streaming.ctas_per_sm, streaming.stages) : 1;
     dim3 grid = window_attention::launch_grid(p, s);
     grid.x = (grid.x + s.steps_per_cta - 1) / s.steps_per_cta;
     dtype_switch(p.dtype, "window_attention (sm90)", [&](auto t) {
       using T = typename decltype(t)::type;
       sink_switch(p.sink_mode, [&](auto sink) {
         using Sink = typename decltype(sink)::type;
+        if (wide) return launch_window_attention_wide<T, kHeadDim, Sink>(p, s, grid, st);
         if constexpr (kHasOneStepKernel<kHeadDim>) {
           if (!stream) return launch_window_attention<T, kHeadDim, Sink, false>(p, s, grid, st);
         }

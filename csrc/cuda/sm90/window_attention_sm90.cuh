@@ -1,6 +1,8 @@
-// Varlen window attention with sinks on Hopper (sm_90a): warpgroup MMA with the accumulators in
-// registers, Q and the K/V tiles gathered with cp.async into swizzled shared memory,
-// mbarrier-synchronised (docs/DESIGN.md §2.1 for the math; bench/NOTES.md "Window
+// Varlen window attention with sinks on Hopper (sm_90a) for NARROW windows (MiMo's +-64 and every
+// window whose consecutive blocks of rows share key tiles; window_attention_sm90_wide.cuh takes
+// full / causal / wide windows, window_attention_sm90.cu decides): warpgroup MMA with the
+// accumulators in registers, Q and the K/V tiles gathered with cp.async into swizzled shared
+// memory, mbarrier-synchronised (docs/DESIGN.md §2.1 for the math; bench/NOTES.md "Window
 // attention, sm90" for the numbers).
 //
 // Work split (why): at MiMo's +-64 windows the kernel is bound by instruction issue and the
@@ -37,12 +39,12 @@
 
 #include "../sink_policy.cuh"
 #include "../kernel_launch.cuh"
-#include "../mma_sm80.cuh"  // ptx::exp2_approx (MUFU.EX2 alone)
 #include "../window_attention_launch.cuh"
 #include "../window_bounds.cuh"
 #include "sinkops/window_attention_params.h"
 #include "wgmma.cuh"
 #include "window_attention_sm90_launch.cuh"
+#include "window_attention_sm90_rows.cuh"
 
 namespace sinkops::cuda::sm90 {
 
@@ -83,13 +85,10 @@ struct WindowConfig {
   static constexpr int kChunks = kHeadDim / 8;  // 16-byte chunks per row
   static_assert(kHeadDim % 16 == 0 && kHeadDim <= 128, "the sm90 window kernel covers head dims 16..128");
 
-  // K-major rows of kHeadDim 16-bit elements in the widest swizzle atom that divides them
-  // (128 B for 64 and 128, 64 B for 96, 32 B for 80); column atoms stacked after the rows.
-  using Atom = conditional_t<kHeadDim % 64 == 0, GMMA::Layout_K_SW128_Atom<T>,
-                             conditional_t<kHeadDim % 32 == 0, GMMA::Layout_K_SW64_Atom<T>, GMMA::Layout_K_SW32_Atom<T>>>;
+  using Rows = KMajorRows<T, kHeadDim>;  // K-major rows in the widest swizzle atom that divides d
   template <int kRows>
-  using Tiles = decltype(tile_to_shape(Atom{}, Shape<Int<kRows>, Int<kHeadDim>>{}, Step<_1, _2>{}));
-  static constexpr int kAtomWidth = size<1>(Atom{});  // elements; a tile row r starts at r * kAtomWidth
+  using Tiles = typename Rows::template Tiles<kRows>;
+  static constexpr int kAtomWidth = Rows::kAtomWidth;  // elements; a tile row r starts at r * kAtomWidth
   // The K and V buffers are kStages Tiles<64> each; ring row r = key r % 64 of stage r / 64.
   // Elements to ring row r (a multiple of 16: the swizzle phase is kept).
   static __device__ __forceinline__ int row_offset(int r) {
@@ -117,15 +116,6 @@ struct WindowConfig {
   };
   static constexpr int kSmemBytes = sizeof(Smem);
 };
-
-// Named barrier 1 + wg (the 128 threads of consumer wg, up to 4): its staged output is complete / read.
-// Literal ids per warpgroup, so ptxas knows which barrier each bar.sync uses.
-__device__ __forceinline__ void staged_bar(int wg) {
-  if (wg == 0) bar_sync(1, 128);
-  else if (wg == 1) bar_sync(2, 128);
-  else if (wg == 2) bar_sync(3, 128);
-  else bar_sync(4, 128);
-}
 
 // Calls f(Int<16 n>{}) for the runtime n in [1, kMax], testing the widest first.
 template <int kMax, typename F>
@@ -185,12 +175,12 @@ __global__ void __launch_bounds__(WindowConfig<typename CuteElement<Tg>::type, k
   }
   __syncthreads();
 
-  const Tg* q = static_cast<const Tg*>(p.q);
-  const Tg* k = static_cast<const Tg*>(p.k);
-  const Tg* v = static_cast<const Tg*>(p.v);
-  // The CTA's K/V tiles form one stream of load indices in every thread: load index i goes to stage
-  // i % kStages once every thread has released index i - kStages. Same counts in every thread.
-  int issued = 0, released = 0;
+  // This thread's share of every K/V tile copy, and the CTA's tiles as one stream of load indices
+  // over its steps and segments (window_attention_sm90_rows.cuh).
+  using Copy = KvTileCopy<T, kHeadDim, kBlockN, kThreads, typename C::View>;
+  const Copy kv_copy(sm.k, p, threadIdx.x);
+  const uint32_t k_smem = cast_smem_ptr_to_uint(sm.k), v_smem = cast_smem_ptr_to_uint(sm.v);
+  TileStream<kStages> stream;
   int gstep = 0;  // steps this CTA has computed: their Q buffer (gstep % buffers) and its barrier phase
 
   for (int b = blockIdx.z; b < p.batch; b += gridDim.z) {
@@ -222,25 +212,10 @@ __global__ void __launch_bounds__(WindowConfig<typename CuteElement<Tg>::type, k
       tb = kmax >= kmin ? kmax / kBlockN : -1;
     };
 
-    // Offsets inside a segment are 32-bit (row strides < 2^23 elements: window_attention_sm90_takes),
-    // added to 64-bit bases formed once per step / tile: the address math is most of what a
-    // narrow window's CTA executes besides the softmax.
-    const int q_rs = int(p.q_row_stride), q_hs = int(p.q_head_stride);
-    const int k_rs = int(p.k_row_stride), v_rs = int(p.v_row_stride);
     // ---- Q: each warpgroup copies its own rows of a step into Q buffer `buf` ----
     auto load_q = [&](int s, int buf) {
-      const Tg* q_step = q + (q_start + pos_begin + s * P) * p.q_row_stride + int64_t(h_base) * p.q_head_stride;
-      const int live = live_of(s);
       auto sQ = make_tensor(make_smem_ptr(sm.q[buf][wg]), typename C::template Tiles<64>{});
-#pragma unroll
-      for (int n = 0; n < kChunks / 2; ++n) {  // 64 rows x kChunks chunks over 128 threads
-        const int idx = t + 128 * n;
-        const int r = idx / kChunks, col = (idx % kChunks) * 8;
-        const int rel = wg * pw + (r & (pw - 1));  // position rel of the step, head h_base + (r >> pw_shift)
-        const bool ok = rel < live && col < p.d;
-        const Tg* src = ok ? q_step + (rel * q_rs + (r >> pw_shift) * q_hs + col) : q;  // zero-filled: reads nothing
-        cp_async_16_zfill_l2(&sQ(r, col), src, ok);
-      }
+      load_q_rows<Tg, kChunks>(sQ, p, q_start + pos_begin + s * P, h_base, wg * pw, pw, pw_shift, live_of(s), t);
       cp_async_arrive(sm.q_ready[buf][wg]);
     };
     // ---- K/V: every thread copies a share of each tile ----
@@ -256,45 +231,12 @@ __global__ void __launch_bounds__(WindowConfig<typename CuteElement<Tg>::type, k
       g_first = kmin / kBlockN;
       g_last = kmax >= kmin ? kmax / kBlockN : g_first - 1;
     }
-    // Every tile of the previous segment was read and released: issued == released here.
-    const int shift = released - g_first;
-    auto issue_tile = [&]() {
-      const int st = issued % kStages;
-      sm.empty[st].wait(((issued / kStages) & 1) ^ 1);
-      const int kt = (issued - shift) * kBlockN;  // < sk
-      auto sK = make_tensor(make_smem_ptr(sm.k + st * kBlockN * kHeadDim), typename C::View{});
-      auto sV = make_tensor(make_smem_ptr(sm.v + st * kBlockN * kHeadDim), typename C::View{});
-      const Tg* k_tile = k + (k_start + kt) * p.k_row_stride + int64_t(hk) * p.k_head_stride;
-      const Tg* v_tile = v + (k_start + kt) * p.v_row_stride + int64_t(hk) * p.v_head_stride;
-#pragma unroll
-      for (int n = 0; n < (kBlockN * kChunks + kThreads - 1) / kThreads; ++n) {
-        const int idx = threadIdx.x + kThreads * n;
-        if ((kBlockN * kChunks) % kThreads != 0 && idx >= kBlockN * kChunks) break;
-        const int r = idx / kChunks, col = (idx % kChunks) * 8;
-        const bool row_ok = r < sk - kt;  // a key of the segment
-        const bool k_ok = row_ok && col < p.d, v_ok = row_ok && col < p.d_v;
-        const Tg* k_src = k_ok ? k_tile + (r * k_rs + col) : k;
-        const Tg* v_src = v_ok ? v_tile + (r * v_rs + col) : v;
-        cp_async_16_zfill_l2(&sK(r, col), k_src, k_ok);
-        cp_async_16_zfill_l2(&sV(r, col), v_src, v_ok);
-      }
-      cp_async_arrive(sm.ready[st]);
-      ++issued;
+    stream.start_segment(g_first);  // every tile of the previous segment was read and released
+    auto copy = [&](int st, int g) {
+      kv_copy.copy(k_smem + st * Copy::kTileBytes, v_smem + st * Copy::kTileBytes, p, k_start, g * kBlockN, sk, hk);
     };
-    // Loads every tile this thread may: the stage of index i is free once index i - kStages is
-    // released, and this thread has released every index < released.
-    auto produce = [&]() {
-      while (issued < released + kStages && issued - shift <= g_last) issue_tile();
-    };
-    // Releases the tiles before tile g (after their copies landed: a stage is never refilled while
-    // an older copy into it could still be in flight, even for a tile no warpgroup computed).
-    auto release_below = [&](int g) {
-      for (; released - shift < g; ++released) {
-        if (released == issued) produce();  // (g <= g_last + 1: index `released` exists)
-        sm.ready[released % kStages].wait((released / kStages) & 1);
-        sm.empty[released % kStages].arrive();
-      }
-    };
+    auto produce = [&]() { stream.produce(sm.ready, sm.empty, g_last, copy); };
+    auto release_below = [&](int g) { stream.release_below(sm.ready, sm.empty, g, g_last, copy); };
 
     load_q(0, gstep % C::kQBuffers);
     produce();
@@ -347,57 +289,19 @@ __global__ void __launch_bounds__(WindowConfig<typename CuteElement<Tg>::type, k
         wgmma_ss(MmaQK{}, sQ, sK, acc_s, true, t);
         warpgroup_commit_batch();
         warpgroup_wait<0>();
-        // Straight-line code per element (no per-element branches: ptxas turned those into
-        // BSSY/BSYNC pairs, ~10 instructions an element); raw logits until the exponent.
+        // The window's mask only in the 16-key chunks that cut some row's (a +-64 warpgroup of 16
+        // positions: 2 of its 9).
         const bool key0_tile = Sink::kKey0Bias && kc == 0;  // blocks start on 16-key chunks
-        const bool quad_lead = t % 4 == 0;  // holds column 0 (elements 0 and 2)
-        if (key0_tile && quad_lead) {  // column 0 of tile 0 = the segment's key 0
-          acc_s(0) += bias_raw[0];
-          acc_s(2) += bias_raw[1];
-        }
-        // The window, only in the 16-key chunks that cut some row's (a +-64 warpgroup of 16
-        // positions: 2 of its 9): element i is column 8 (i / 4) + (i & 1) past this thread's 2 (t % 4).
-        const int c0 = 2 * (t % 4);
-        const int lo[2] = {lo_r[0] - kc - c0, lo_r[1] - kc - c0}, hi[2] = {hi_r[0] - kc - c0, hi_r[1] - kc - c0};
-        if (!(kc >= lo_last && hi_first - kc >= N - 1)) {  // not inside every row's window
-#pragma unroll
-          for (int cc = 0; cc < N / 16; ++cc) {
-            if (kc + 16 * cc < lo_last || kc + 16 * cc + 15 > hi_first) {  // warpgroup-uniform
-#pragma unroll
-              for (int i = 8 * cc; i < 8 * cc + 8; ++i) {
-                const int j = 8 * (i / 4) + (i & 1), h = (i / 2) % 2;
-                acc_s(i) = (j >= lo[h]) & (j <= hi[h]) ? acc_s(i) : -INFINITY;
-              }
-            }
-          }
-        }
+        bias_and_mask(acc_s, kc, key0_tile, bias_raw, lo_r, hi_r, lo_last, hi_first, t);
         float mc[2], alpha[2];
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          float mx = row_max[h];
-#pragma unroll
-          for (int i = 2 * h; i < size(acc_s); i += 4) mx = fmaxf(mx, fmaxf(acc_s(i), acc_s(i + 1)));
-          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-          // m_old == m_new covers -inf == -inf (nothing seen yet) and +inf == +inf (a +inf key0 sink).
-          alpha[h] = row_max[h] == mx ? 1.f : ptx::exp2_approx((row_max[h] - mx) * c);
-          row_max[h] = mx;
-          mc[h] = mx == -INFINITY ? 0.f : mx * c;  // never -inf - -inf
-          row_sum[h] *= alpha[h];
-        }
+        update_row_max(acc_s, row_max, row_sum, c, alpha, mc);
         // O is rescaled only when some row of the warp has a new max (warp-uniform branch), never
         // after the first block (O is zero: a narrow window's only block).
         if (kc != k_first && __any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
 #pragma unroll
           for (int i = 0; i < size(acc_o); ++i) acc_o(i) *= alpha[(i / 2) % 2];
         }
-#pragma unroll
-        for (int i = 0; i < size(acc_s); ++i) acc_s(i) = ptx::exp2_approx(fmaf(acc_s(i), c, -mc[(i / 2) % 2]));
-        if (key0_tile && quad_lead) {
-          // key0 sink +inf: logit +inf == row max +inf -> weight 1 (exp2(inf - inf) would be NaN).
-          if (mc[0] == INFINITY) acc_s(0) = 1.f;
-          if (mc[1] == INFINITY) acc_s(2) = 1.f;
-        }
+        exponentials(acc_s, c, mc, key0_tile, t);
 #pragma unroll
         for (int i = 0; i < size(acc_s); ++i) {
           row_sum[(i / 2) % 2] += acc_s(i);
@@ -413,13 +317,11 @@ __global__ void __launch_bounds__(WindowConfig<typename CuteElement<Tg>::type, k
       // Every tile of the step, the warpgroup's columns of it (blocks that cross tiles without a
       // mirror ran 2-5 % slower: v6).
       for (int j = 0; j < tb - ta + 1; ++j) {
-        const int idx = ta + j + shift;
         produce();  // before the wait: never waits on a tile this thread still holds
-        const int st = idx % kStages;
+        const int st = stream.wait(sm.ready, ta + j);
         const int kt = (ta + j) * kBlockN;  // key indices below are relative to kt
         // The tile intersects some row's window (warpgroup-uniform).
         const bool active = wg_live && kt <= hi_last && lo_first - kt <= kBlockN - 1;
-        sm.ready[st].wait((idx / kStages) & 1);
         if (active) {
           // This warpgroup's columns of the tile: [c_lo, c_lo + 16 n) covers every key its rows see.
           const int c_lo = (lo_first - kt > 0 ? lo_first - kt : 0) & ~15;
@@ -438,40 +340,13 @@ __global__ void __launch_bounds__(WindowConfig<typename CuteElement<Tg>::type, k
       ta = ta_next, tb = tb_next;
 
       // ---- epilogue: the sink policy's finish, staged 16-bit rows, whole-row stores ----
+      // Every QK of this warpgroup is done (each ended in warpgroup_wait<0>), so its Q rows are free
+      // (step s + 2's Q lands there after the last staged_bar).
       float out_scale[2];
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        float l = row_sum[h];
-        l += __shfl_xor_sync(0xffffffffu, l, 1);
-        l += __shfl_xor_sync(0xffffffffu, l, 2);
-        const int head = h_base + (acc_row(h, t) >> pw_shift);
-        const float m_log2 = row_max[h] == -INFINITY ? -INFINITY : row_max[h] * c;
-        const sink::RowFinish fin = Sink::finish(m_log2, l, sink_r[h]);
-        out_scale[h] = fin.out_scale;
-        const int rel = wg * pw + (acc_row(h, t) & (pw - 1));
-        if (p.lse != nullptr && t % 4 == 0 && rel < live)
-          p.lse[int64_t(head) * p.lse_head_stride + q_start + pos0 + rel] = fin.lse;
-      }
-      // Every QK of this warpgroup is done (each ended in warpgroup_wait<0>), so its Q rows are free.
-      Tensor o16 = make_tensor_like<T>(acc_o);
-#pragma unroll
-      for (int i = 0; i < size(acc_o); ++i) o16(i) = T(acc_o(i) * out_scale[(i / 2) % 2]);
-      store_tile_stmatrix<MmaPV>(o16, sQ, t);
-      staged_bar(wg);
-      Tg* out_step =
-          static_cast<Tg*>(p.out) + (q_start + pos0) * p.out_row_stride + int64_t(h_base) * p.out_head_stride;
-      const int o_rs = int(p.out_row_stride), o_hs = int(p.out_head_stride);
-#pragma unroll
-      for (int n = 0; n < kChunks / 2; ++n) {  // 64 rows x kChunks chunks over 128 threads
-        const int idx = t + 128 * n;
-        const int r = idx / kChunks, col = (idx % kChunks) * 8;
-        const int rel = wg * pw + (r & (pw - 1));
-        if (rel < live && col < p.d_v)
-          *reinterpret_cast<uint4*>(out_step + (rel * o_rs + (r >> pw_shift) * o_hs + col)) =
-              *reinterpret_cast<const uint4*>(&sQ(r, col));
-      }
-      // Every thread of the warpgroup has read its staged rows before step s + 2's Q lands there.
-      staged_bar(wg);
+      finish_rows<Sink>(p, row_max, row_sum, sink_r, c, h_base, q_start + pos0, wg * pw, pw, pw_shift, live, t,
+                        out_scale);
+      store_o_rows<Tg, MmaPV, kChunks>(acc_o, out_scale, sQ, p, q_start + pos0, h_base, wg * pw, pw, pw_shift, live,
+                                       t, wg);
     }
   }
   cp_async_wait_all();

@@ -55,6 +55,25 @@ void launch_window_attention(const WindowAttentionParams& p, const window_attent
   template void launch_window_attention<__half, D, sink::NullSink, STREAM>(                             \
       const WindowAttentionParams&, const window_attention::LaunchShape&, dim3, cudaStream_t);
 
+// The wide-window kernel (window_attention_sm90_wide.cuh): one block of 128 rows per CTA, 128-key
+// tiles, the MMAs of consecutive tiles overlapped with the softmax. For windows whose consecutive
+// blocks cannot share key tiles (full, causal, wide).
+template <int kHeadDim>
+Sm90WindowTiling window_attention_wide_tiling();
+template <typename T, int kHeadDim, typename Sink>
+void launch_window_attention_wide(const WindowAttentionParams& p, const window_attention::LaunchShape& shape,
+                                  dim3 grid, cudaStream_t stream);
+#define SINKOPS_INSTANTIATE_WINDOW_ATTENTION_SM90_WIDE(D)                                                 \
+  template Sm90WindowTiling window_attention_wide_tiling<D>();                                            \
+  template void launch_window_attention_wide<__nv_bfloat16, D, sink::Key0Sink>(                           \
+      const WindowAttentionParams&, const window_attention::LaunchShape&, dim3, cudaStream_t);            \
+  template void launch_window_attention_wide<__nv_bfloat16, D, sink::NullSink>(                           \
+      const WindowAttentionParams&, const window_attention::LaunchShape&, dim3, cudaStream_t);            \
+  template void launch_window_attention_wide<__half, D, sink::Key0Sink>(                                  \
+      const WindowAttentionParams&, const window_attention::LaunchShape&, dim3, cudaStream_t);            \
+  template void launch_window_attention_wide<__half, D, sink::NullSink>(                                  \
+      const WindowAttentionParams&, const window_attention::LaunchShape&, dim3, cudaStream_t);
+
 // ---- the backward (window_attention_bwd_sm90.cuh), over the same head dims ----
 // What the host computes once per launch of either backward kernel.
 struct WindowBwdShape {

@@ -1,0 +1,278 @@
+// The rows of a warpgroup in the sm_90a window kernels (window_attention_sm90.cuh for narrow
+// windows, window_attention_sm90_wide.cuh for wide ones): the shared-memory layout of Q / K / V
+// rows, the gather of a warpgroup's Q rows, and its epilogue (the sink policy's finish, lse, the
+// output staged through shared memory and stored as whole 16-byte chunks).
+//
+// A warpgroup's 64 rows are Pw consecutive query positions x Hc query heads of one kv head (GQA
+// folded into M, Hc x Pw = 64, both powers of two), head-major: row r is head h_base + r / Pw,
+// position rel0 + r % Pw of the block that starts at packed token row0. Rows past `live`
+// positions are zero-filled and stored nowhere.
+#pragma once
+#include <cuda_runtime.h>
+
+#include "../mma_sm80.cuh"  // ptx::exp2_approx (MUFU.EX2 alone)
+#include "../sink_policy.cuh"
+#include "sinkops/window_attention_params.h"
+#include "wgmma.cuh"
+
+namespace sinkops::cuda::sm90 {
+
+// K-major rows of kHeadDim 16-bit elements in the widest swizzle atom that divides them (128 B
+// for 64 and 128, 64 B for 96, 32 B for 80); column atoms stacked after the rows.
+template <typename T, int kHeadDim>
+struct KMajorRows {
+  using Atom = conditional_t<kHeadDim % 64 == 0, GMMA::Layout_K_SW128_Atom<T>,
+                             conditional_t<kHeadDim % 32 == 0, GMMA::Layout_K_SW64_Atom<T>, GMMA::Layout_K_SW32_Atom<T>>>;
+  template <int kRows>
+  using Tiles = decltype(tile_to_shape(Atom{}, Shape<Int<kRows>, Int<kHeadDim>>{}, Step<_1, _2>{}));
+  static constexpr int kAtomWidth = size<1>(Atom{});  // elements; a tile row r starts at r * kAtomWidth
+};
+
+// Named barrier 1 + wg (the 128 threads of consumer wg, up to 4): its staged output is complete / read.
+// Literal ids per warpgroup, so ptxas knows which barrier each bar.sync uses.
+__device__ __forceinline__ void staged_bar(int wg) {
+  if (wg == 0) bar_sync(1, 128);
+  else if (wg == 1) bar_sync(2, 128);
+  else if (wg == 2) bar_sync(3, 128);
+  else bar_sync(4, 128);
+}
+
+// The warpgroup's Q rows into sQ (64 x d, zero-filled past d and past `live`), by cp.async: the
+// caller arrives on its barrier. Offsets inside a block are 32-bit (strides < 2^23: checked by
+// window_attention_sm90_takes).
+template <typename Tg, int kChunks, class TS>
+__device__ __forceinline__ void load_q_rows(TS& sQ, const WindowAttentionParams& p, int64_t row0, int h_base,
+                                            int rel0, int pw, int pw_shift, int live, int t) {
+  const Tg* q = static_cast<const Tg*>(p.q);
+  const Tg* q_block = q + row0 * p.q_row_stride + int64_t(h_base) * p.q_head_stride;
+  const int q_rs = int(p.q_row_stride), q_hs = int(p.q_head_stride);
+#pragma unroll
+  for (int n = 0; n < kChunks / 2; ++n) {  // 64 rows x kChunks chunks over 128 threads
+    const int idx = t + 128 * n;
+    const int r = idx / kChunks, col = (idx % kChunks) * 8;
+    const int rel = rel0 + (r & (pw - 1));
+    const bool ok = rel < live && col < p.d;
+    const Tg* src = ok ? q_block + (rel * q_rs + (r >> pw_shift) * q_hs + col) : q;  // zero-filled: reads nothing
+    cp_async_16_zfill_l2(&sQ(r, col), src, ok);
+  }
+}
+
+// The finish of this thread's two accumulator rows (row max on raw logits, sum in log2 units,
+// sinks in log2 units): each row's output scale, and its lse where asked.
+template <typename Sink>
+__device__ __forceinline__ void finish_rows(const WindowAttentionParams& p, const float (&row_max)[2],
+                                            const float (&row_sum)[2], const float (&sink_r)[2], float c,
+                                            int h_base, int64_t row0, int rel0, int pw, int pw_shift, int live, int t,
+                                            float (&out_scale)[2]) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float l = row_sum[h];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    const int head = h_base + (acc_row(h, t) >> pw_shift);
+    const float m_log2 = row_max[h] == -INFINITY ? -INFINITY : row_max[h] * c;
+    const sink::RowFinish fin = Sink::finish(m_log2, l, sink_r[h]);
+    out_scale[h] = fin.out_scale;
+    const int rel = rel0 + (acc_row(h, t) & (pw - 1));
+    if (p.lse != nullptr && t % 4 == 0 && rel < live) p.lse[int64_t(head) * p.lse_head_stride + row0 + rel] = fin.lse;
+  }
+}
+
+// O (the fp32 accumulator of Mma, 64 x d_v) times each row's scale, staged as 16-bit rows in sT
+// (the warpgroup's Q tile, free once its last QK is done) and stored as 16-byte chunks.
+template <typename Tg, class Mma, int kChunks, class TO, class TS>
+__device__ __forceinline__ void store_o_rows(const TO& acc_o, const float (&out_scale)[2], TS& sT,
+                                             const WindowAttentionParams& p, int64_t row0, int h_base, int rel0,
+                                             int pw, int pw_shift, int live, int t, int wg) {
+  using T = typename TS::value_type;
+  Tensor o16 = make_tensor_like<T>(acc_o);
+#pragma unroll
+  for (int i = 0; i < size(acc_o); ++i) o16(i) = T(acc_o(i) * out_scale[(i / 2) % 2]);
+  store_tile_stmatrix<Mma>(o16, sT, t);
+  staged_bar(wg);
+  Tg* out_block = static_cast<Tg*>(p.out) + row0 * p.out_row_stride + int64_t(h_base) * p.out_head_stride;
+  const int o_rs = int(p.out_row_stride), o_hs = int(p.out_head_stride);
+#pragma unroll
+  for (int n = 0; n < kChunks / 2; ++n) {  // 64 rows x kChunks chunks over 128 threads
+    const int idx = t + 128 * n;
+    const int r = idx / kChunks, col = (idx % kChunks) * 8;
+    const int rel = rel0 + (r & (pw - 1));
+    if (rel < live && col < p.d_v)
+      *reinterpret_cast<uint4*>(out_block + (rel * o_rs + (r >> pw_shift) * o_hs + col)) =
+          *reinterpret_cast<const uint4*>(&sT(r, col));
+  }
+  // Every thread of the warpgroup has read its staged rows before the tile is written again.
+  staged_bar(wg);
+}
+
+// ---- one block of keys of the online softmax (S in raw logits: the scale c > 0 enters the
+// exponent's FFMA; element i of a thread's m64nN accumulator is row acc_row((i / 2) % 2), column
+// 8 (i / 4) + 2 (t % 4) + (i & 1)). Straight-line code per element: ptxas turned per-element
+// branches into BSSY/BSYNC pairs (~10 instructions an element). ----
+
+// The key0 sink's bias on column 0 when the block starts at the segment's key 0 (key0_block), and
+// the window: every row sees keys lo_r..hi_r; only the 16-key chunks that cut some row's window
+// are masked (lo_last / hi_first: the warpgroup's last row's first key, its first row's last key).
+template <class TS>
+__device__ __forceinline__ void bias_and_mask(TS& acc_s, int kc, bool key0_block, const float (&bias_raw)[2],
+                                              const int (&lo_r)[2], const int (&hi_r)[2], int lo_last, int hi_first,
+                                              int t) {
+  constexpr int kVals = decltype(size(acc_s))::value;
+  static_assert(kVals % 8 == 0, "m64nN accumulators, N a multiple of 16");
+  constexpr int kCols = kVals / 4 * 8;  // N: a thread holds 4 values of every 8 columns
+  if (key0_block && t % 4 == 0) {  // column 0 (elements 0 and 2 of the quad's leader) = key 0
+    acc_s(0) += bias_raw[0];
+    acc_s(2) += bias_raw[1];
+  }
+  if (kc >= lo_last && hi_first - kc >= kCols - 1) return;  // inside every row's window
+  const int c0 = 2 * (t % 4);
+  const int lo[2] = {lo_r[0] - kc - c0, lo_r[1] - kc - c0}, hi[2] = {hi_r[0] - kc - c0, hi_r[1] - kc - c0};
+#pragma unroll
+  for (int cc = 0; cc < kCols / 16; ++cc) {
+    if (kc + 16 * cc < lo_last || kc + 16 * cc + 15 > hi_first) {  // warpgroup-uniform
+#pragma unroll
+      for (int i = 8 * cc; i < 8 * cc + 8; ++i) {
+        const int j = 8 * (i / 4) + (i & 1), h = (i / 2) % 2;
+        acc_s(i) = (j >= lo[h]) & (j <= hi[h]) ? acc_s(i) : -INFINITY;
+      }
+    }
+  }
+}
+
+// The rows' new max (raw logits) over the block, each row's rescale alpha of everything before it
+// (row_sum is rescaled here; O is the caller's), and mc = the max in log2 units for the exponent.
+template <class TS>
+__device__ __forceinline__ void update_row_max(const TS& acc_s, float (&row_max)[2], float (&row_sum)[2], float c,
+                                               float (&alpha)[2], float (&mc)[2]) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float mx = row_max[h];
+#pragma unroll
+    for (int i = 2 * h; i < size(acc_s); i += 4) mx = fmaxf(mx, fmaxf(acc_s(i), acc_s(i + 1)));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    // m_old == m_new covers -inf == -inf (nothing seen yet) and +inf == +inf (a +inf key0 sink).
+    alpha[h] = row_max[h] == mx ? 1.f : ptx::exp2_approx((row_max[h] - mx) * c);
+    row_max[h] = mx;
+    mc[h] = mx == -INFINITY ? 0.f : mx * c;  // never -inf - -inf
+    row_sum[h] *= alpha[h];
+  }
+}
+
+// The block's exponentials 2^(c s - mc) in place; a +inf key0 sink (logit +inf == row max +inf)
+// gets weight 1 (exp2(inf - inf) would be NaN).
+template <class TS>
+__device__ __forceinline__ void exponentials(TS& acc_s, float c, const float (&mc)[2], bool key0_block, int t) {
+#pragma unroll
+  for (int i = 0; i < size(acc_s); ++i) acc_s(i) = ptx::exp2_approx(fmaf(acc_s(i), c, -mc[(i / 2) % 2]));
+  if (key0_block && t % 4 == 0) {
+    if (mc[0] == INFINITY) acc_s(0) = 1.f;
+    if (mc[1] == INFINITY) acc_s(2) = 1.f;
+  }
+}
+
+// ---- the K/V tiles: a stream of load indices through a ring of kStages stages, and each
+// thread's share of a tile's copy ----
+
+// The CTA's K/V tiles as one stream of load indices, the same in every thread: index i goes to
+// stage i % kStages once every thread has released index i - kStages (`empty`), and may be read
+// once every thread's copies of it landed (`ready`, cp.async arrivals). A thread issues only up to
+// kStages past what it has itself released, so it never waits on a stage it still holds.
+template <int kStages>
+struct TileStream {
+  using Barriers = Barrier[kStages];  // ready: count = the CTA's threads (cp.async arrivals); empty: the same
+  int issued = 0;    // load indices this thread has issued
+  int released = 0;  // and released
+  int shift = 0;     // tile g of the current segment is load index g + shift
+  // (The barrier arrays are passed to every call, not kept here: addressed from the kernel's shared
+  // memory struct they stay in uniform registers with constant offsets; through a stored pointer
+  // the kernels grew by ~20 % and gained registers.)
+
+  // A segment whose first tile is g_first starts (every earlier tile was read and released).
+  __device__ __forceinline__ void start_segment(int g_first) { shift = released - g_first; }
+  // Issues every tile up to g_last this thread may; copy(stage, tile) copies its share of one.
+  template <class Copy>
+  __device__ __forceinline__ void produce(Barriers& ready, Barriers& empty, int g_last, Copy&& copy) {
+#pragma unroll 1  // (one copy site per call: the kernels are sensitive to code size)
+    while (issued < released + kStages && issued - shift <= g_last) {
+      const int st = issued % kStages;
+      empty[st].wait(((issued / kStages) & 1) ^ 1);
+      copy(st, issued - shift);
+      cp_async_arrive(ready[st]);
+      ++issued;
+    }
+  }
+  // Releases the tiles before tile g (after their copies landed: a stage is never refilled while an
+  // older copy into it could still be in flight, even for a tile no warpgroup computed).
+  template <class Copy>
+  __device__ __forceinline__ void release_below(Barriers& ready, Barriers& empty, int g, int g_last, Copy&& copy) {
+#pragma unroll 1
+    for (; released - shift < g; ++released) {
+      if (released == issued) produce(ready, empty, g_last, copy);  // (g <= g_last + 1: index `released` exists)
+      ready[released % kStages].wait((released / kStages) & 1);
+      empty[released % kStages].arrive();
+    }
+  }
+  // Waits until tile g (issued) has landed; returns its stage.
+  __device__ __forceinline__ int wait(Barriers& ready, int g) const {
+    const int idx = g + shift;
+    ready[idx % kStages].wait((idx / kStages) & 1);
+    return idx % kStages;
+  }
+};
+
+// A thread's share of copying kRows key rows of K and V (kHeadDim padded columns, d / d_v real
+// ones) into a stage of Tiles<kRows> (TileLayout): coalesced, kChunks consecutive threads a row
+// (whole 128-byte lines per warp instruction), one column per thread for every pass of
+// kRowsPerPass rows, so the shared-memory offsets are computed once (off) and the global address
+// moves by a constant per pass: ~7 instructions a 16-byte chunk. (Per-chunk 64-bit address math and
+// swizzled shared addresses cost ~20 a chunk; one thread per row part read every 32-byte sector
+// twice: bench/NOTES.md "Window v8".) Rows past the segment and columns past d are zero-filled from
+// the tensor's base address: nothing is read.
+template <typename Tg, int kHeadDim, int kRows, int kThreads, class TileLayout>
+struct KvTileCopy {
+  static constexpr int kChunks = kHeadDim / 8;
+  static constexpr int kRowsPerPass = kThreads / kChunks;
+  static constexpr int kPasses = (kRows + kRowsPerPass - 1) / kRowsPerPass;
+  static constexpr int kTileBytes = kRows * kHeadDim * int(sizeof(Tg));  // one stage of K (or V)
+  int row0, col;              // this thread's first row and its column
+  bool active;                // kThreads % kChunks threads copy nothing
+  bool k_ok, v_ok;            // col < d / d_v
+  uint32_t off[kPasses];      // byte offsets of its chunks in a tile (every stage starts on 1 KB)
+
+  template <typename T>
+  __device__ __forceinline__ KvTileCopy(const T* tile0, const WindowAttentionParams& p, int tid) {
+    row0 = tid / kChunks, col = (tid % kChunks) * 8;
+    active = row0 < kRowsPerPass;
+    k_ok = col < p.d, v_ok = col < p.d_v;
+    auto sT = make_tensor(make_smem_ptr(tile0), TileLayout{});
+#pragma unroll
+    for (int n = 0; n < kPasses; ++n) {
+      const int r = row0 + n * kRowsPerPass;
+      off[n] = cast_smem_ptr_to_uint(&sT(r < kRows ? r : 0, col)) - cast_smem_ptr_to_uint(tile0);
+    }
+  }
+  // Key rows kt.. of the segment (sk keys from packed row k_start) of kv head hk into the K / V
+  // stages at shared addresses k_dst / v_dst.
+  __device__ __forceinline__ void copy(uint32_t k_dst, uint32_t v_dst, const WindowAttentionParams& p,
+                                       int64_t k_start, int kt, int sk, int hk) const {
+    const Tg* k = static_cast<const Tg*>(p.k);
+    const Tg* v = static_cast<const Tg*>(p.v);
+    const int64_t row = k_start + kt + row0;
+    const Tg* k_src = k + row * p.k_row_stride + int64_t(hk) * p.k_head_stride + col;
+    const Tg* v_src = v + row * p.v_row_stride + int64_t(hk) * p.v_head_stride + col;
+    const int rows_left = sk - kt - row0;  // rows of the segment from this thread's first
+#pragma unroll
+    for (int n = 0; n < kPasses; ++n) {
+      if (!active) break;  // (its chunks would be other threads' rows)
+      if (n == kPasses - 1 && kRows % kRowsPerPass != 0 && row0 + n * kRowsPerPass >= kRows) break;
+      const bool row_ok = n * kRowsPerPass < rows_left;
+      cp_async_16_zfill_l2(k_dst + off[n], row_ok && k_ok ? k_src : k, row_ok && k_ok);
+      cp_async_16_zfill_l2(v_dst + off[n], row_ok && v_ok ? v_src : v, row_ok && v_ok);
+      k_src += kRowsPerPass * p.k_row_stride;
+      v_src += kRowsPerPass * p.v_row_stride;
+    }
+  }
+};
+
+}  // namespace sinkops::cuda::sm90
