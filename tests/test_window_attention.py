@@ -235,6 +235,20 @@ CUDA = [BY_NAME["cuda"], BY_NAME["triton"]]
 
 @pytest.mark.parametrize("target", params(CUDA, op="window"))
 def test_more_segments_than_grid_z(target):
+    _more_segments_than_grid_z(target)
+
+
+@pytest.mark.gpu
+def test_more_segments_than_grid_z_wide_window_kernel(monkeypatch):
+    """The same through the sm_90a wide-window kernel (forced: window (0, 0) is narrow), whose CTAs
+    carry their K/V stream and Q-barrier phase from one segment to the next."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    monkeypatch.setenv("SINKOPS_WA90_WIDE", "1")
+    _more_segments_than_grid_z(BY_NAME["cuda"])
+
+
+def _more_segments_than_grid_z(target):
     # 70000 one-token segments (> 65535, the grid's z limit: the kernels loop over the batch).
     # With window (0, 0) each query sees only its own key: out == v bit for bit, lse = x + sink.
     n, h, d = 70000, 2, 64

@@ -15,9 +15,9 @@
 //    the wgmmas of a loop otherwise, C7514).
 //  * One CTA per SM, one block of 128 rows (2 warpgroups x 64, GQA folded into M exactly as the
 //    narrow kernel folds it: row r of a warpgroup is head r / Pw, position r % Pw), 256 threads
-//    at up to 255 registers (S 64, P 32, O 64 per thread at d 128). No producer warps: each thread
-//    copies a share of every K/V tile with cp.async, kStages - 1 tiles ahead, through ready / empty
-//    mbarriers (the narrow kernel's protocol: a thread never waits for a stage it still holds).
+//    at up to 255 registers (S 64, P 32, O 64 per thread at d 128; 244 used). No producer warps:
+//    each thread copies a share of every K/V tile with cp.async, kStages - 1 tiles ahead, through
+//    ready / empty mbarriers (TileStream and KvTileCopy, shared with the narrow kernel).
 //  * Key tiles sit on a fixed grid from the segment's key 0 (tile g = keys 128 g ..), so the key0
 //    sink is one add on tile 0; the null sink is folded once per row at the end. Both come from
 //    the shared sink policy.
@@ -54,8 +54,8 @@ struct WideWindowConfig {
   using Rows = KMajorRows<T, kHeadDim>;
   using QTile = typename Rows::template Tiles<64>;
   using View = typename Rows::template Tiles<kBlockN>;  // [kBlockN keys, d]: K for the QK MMA
-  // V^T as [d_v channels, kBlockN keys] for the PV MMA.
   using Copy = KvTileCopy<T, kHeadDim, kBlockN, kThreads, View>;  // a thread's share of a K/V tile
+  // V^T as [d_v channels, kBlockN keys] for the PV MMA.
   using ValueView = decltype(composition(View{}, Layout<Shape<Int<kHeadDim>, Int<kBlockN>>, Stride<Int<kBlockN>, _1>>{}));
   using MmaQK = decltype(make_tiled_mma(GMMA::ss_op_selector<T, T, float, Shape<_64, Int<kBlockN>, _16>>()));
   using MmaPV = decltype(make_tiled_mma(
