@@ -44,7 +44,7 @@ int steps_per_cta(const WindowAttentionParams& p, const window_attention::Launch
 }
 
 // The wide-window kernel for windows whose consecutive blocks cannot share key tiles, where it
-// was measured faster (bench/NOTES.md "Window v8", H200): full attention d 128 809 -> 540-558 µs;
+// was measured faster (bench/NOTES.md "Window v8", H200): full attention d 128 809 -> 553-560 µs;
 // at d 64 full attention is level (471 -> 467) and a bounded +-256 window slower (251 -> 300: its
 // 128-key tiles compute ~35 % more keys than the rows see, and the narrow kernel's one-step twin
 // runs 2 CTAs x 2 warpgroups), so at d <= 80 only windows with an unbounded side take it; from
@@ -86,8 +86,9 @@ void window_attention(const WindowAttentionParams& p, void* stream) {
   auto st = static_cast<cudaStream_t>(stream);
   head_dim_switch(Sm90WindowHeadDims{}, d, "window_attention (sm90)", [&](auto head_dim) {
     constexpr int kHeadDim = decltype(head_dim)::value;
-    // The streaming kernel when its steps share K/V tiles, or where it has no one-step twin (its
-    // steps are one each then); else the one-step kernel. Up to 64 folded heads: a warpgroup's rows.
+    // The wide-window kernel where use_wide_kernel says; else the streaming kernel when its steps
+    // share K/V tiles, or where it has no one-step twin (its steps are one each then); else the
+    // one-step kernel. Up to 64 folded heads: a warpgroup's rows.
     const Sm90WindowTiling streaming = window_attention_tiling<kHeadDim, true>();
     window_attention::LaunchShape s = window_attention::fold_heads(p, streaming.cta_rows, 64);
     const bool share = steps_share_tiles(p.window_left, p.window_right, s.positions_per_cta, streaming.stages);
