@@ -171,6 +171,23 @@ def _wid(c):
 
 @pytest.mark.parametrize("target, c", params(WINDOW_BACKWARD_TARGETS, WINDOW_CASES, case_id=_wid, accept=_cuda_accepts))
 def test_window_backward(target, c):
+    _check_window_backward(target, c)
+
+
+@pytest.mark.parametrize("steps", [2, 3])
+@pytest.mark.parametrize("target, c", params([t for t in WINDOW_BACKWARD_TARGETS if t.backend == "cuda"],
+                                             [c for c in WINDOW_CASES if c["window"][0] >= 0 and c["window"][1] >= 0],
+                                             case_id=_wid, accept=_cuda_accepts))
+def test_window_backward_dq_runs_of_steps(target, c, steps, monkeypatch):
+    """The CUDA dq kernel computes runs of consecutive steps per CTA where they share K/V tiles (both
+    window sides bounded); at these sizes its launcher gives each CTA one step, so SINKOPS_WA90_STEPS
+    forces 2 and 3 (runs then end mid-segment and segments end mid-run)."""
+    monkeypatch.setenv("SINKOPS_WA90_STEPS", str(steps))
+    _check_window_backward(target, c)
+
+
+def _check_window_backward(target, c):
+    """The target's gradients of one WINDOW_CASES case against the float64 oracle (check_grad)."""
     case = make_window_case(c["lq"], c["lk"], c["hq"], c["hk"], c["d"], c["dv"], dtype=c["dtype"], device=target.device)
     sinks = None if c["kind"] is None else sinks_like(c["hq"], c["kind"]).to(target.device)
     mode = c["mode"] if sinks is not None else "key0"

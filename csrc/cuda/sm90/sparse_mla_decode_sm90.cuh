@@ -111,6 +111,15 @@ __device__ __forceinline__ TokenRef locate_token(const KvPool& pool, int idx) {
   else return {token, token + T::kScaleOffset};
 }
 
+// A 16-byte store to shared memory through a 32-bit shared-window address. The producer's buffer
+// pointers are generic (CuTe), and a generic-address store (ST.E) costs a 64-bit address and the
+// generic path: 2 % at 128 heads (bench/NOTES.md, decode v6).
+__device__ __forceinline__ void st_shared_16(const void* smem, uint4 v) {
+  asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(cast_smem_ptr_to_uint(smem)), "r"(v.x), "r"(v.y),
+               "r"(v.z), "r"(v.w)
+               : "memory");
+}
+
 template <KvCacheLayout L>
 struct DecodeProducer {
   using T = KvLayout<L>;
@@ -194,11 +203,11 @@ struct DecodeProducer {
           lo = dequant_8_e4m3(make_uint2(raw.x, raw.y), scale);
           hi = dequant_8_e4m3(make_uint2(raw.z, raw.w), scale);
         }
-        *reinterpret_cast<uint4*>(chunk0 + off + c * 4096) = lo;
-        *reinterpret_cast<uint4*>(chunk1 + off + c * 4096) = hi;
+        st_shared_16(chunk0 + off + c * 4096, lo);
+        st_shared_16(chunk1 + off + c * 4096, hi);
       }
-      *reinterpret_cast<uint4*>(chunk0 + off + kFp8Tiles * 4096) = s[j].rope[0];
-      *reinterpret_cast<uint4*>(chunk1 + off + kFp8Tiles * 4096) = s[j].rope[1];
+      st_shared_16(chunk0 + off + kFp8Tiles * 4096, s[j].rope[0]);
+      st_shared_16(chunk1 + off + kFp8Tiles * 4096, s[j].rope[1]);
       if (quarter == 0) sm.valid[buf][row0 + 32 * j] = s[j].ok;
     }
   }

@@ -15,9 +15,11 @@
 // Rows of a block are the forward's: Pw consecutive positions x Hc heads of one kv head (GQA folded
 // into M, Hc Pw = 64, head-major: row r = head r / Pw, position r % Pw; Hc = min(group, 64), a
 // power of two). Every operand is a layout the forward uses:
-//  * dq kernel, one CTA (one warpgroup) per (segment, block of Pw positions, kv head, head chunk):
-//    Q and dO stay resident; the 64-key tiles of the block's windows stream through two buffers.
-//    S = Q K^T, dP = dO V^T (SS), dq += dX K (RS, K viewed [d, 64 keys] as the forward views V).
+//  * dq kernel, the forward's narrow-window structure: one CTA per SM over a run of consecutive
+//    steps (warpgroups x Pw positions) of one (segment, kv head, head chunk), the 64-key tiles of
+//    the steps' windows streamed once through a ring; each warpgroup's Q and dO rows resident for
+//    its step. S = Q K^T, dP = dO V^T (SS), dq += dX K (RS, K viewed [d, 64 keys] as the forward
+//    views V).
 //  * dk/dv kernel, one CTA per (segment, 64-key tile, kv head): K and V stay resident; the query
 //    blocks whose windows reach the tile (every head chunk) stream through two buffers.
 //    S^T = K Q^T, dP^T = V dO^T (SS: the accumulators' columns are query rows, whose row terms are
@@ -41,15 +43,13 @@
 #include "../kernel_launch.cuh"
 #include "wgmma.cuh"
 #include "window_attention_sm90_launch.cuh"  // WindowBwdShape, the launch declarations
+#include "window_attention_sm90_rows.cuh"    // KMajorRows, load_rows, TileStream, KvTileCopy, staged_bar
 
 namespace sinkops::cuda::sm90 {
 
-// Tuning knobs (tools/prof/variant_so.sh builds variants with -D...): buffers of the streamed tiles
-// at d <= 64 (wider head dims keep 2: a third would cost a CTA per SM), and the dk/dv kernel's
-// minimum CTAs per SM (its register cap).
-#ifndef SINKOPS_WBWD_DQ_STAGES
-#define SINKOPS_WBWD_DQ_STAGES 2
-#endif
+// Tuning knobs (tools/prof/variant_so.sh builds variants with -D...): the dk/dv kernel's buffers of
+// the streamed tiles at d <= 64 (wider head dims keep 2: a third would cost a CTA per SM) and its
+// minimum CTAs per SM (its register cap); the dq kernel's ring (below).
 #ifndef SINKOPS_WBWD_DKDV_STAGES
 #define SINKOPS_WBWD_DKDV_STAGES 2
 #endif
@@ -78,8 +78,6 @@ struct WindowBwdConfig {
   };
   static constexpr int kSmemBytes = sizeof(Smem);
 };
-template <typename T, int kHeadDim>
-using WindowBwdDqConfig = WindowBwdConfig<T, kHeadDim, kHeadDim <= 64 ? SINKOPS_WBWD_DQ_STAGES : 2>;
 template <typename T, int kHeadDim>
 using WindowBwdDkdvConfig = WindowBwdConfig<T, kHeadDim, kHeadDim <= 64 ? SINKOPS_WBWD_DKDV_STAGES : 2>;
 
@@ -206,208 +204,310 @@ __device__ __forceinline__ void store_pair(Tg* row, int col, bool ok, int d, flo
 }
 
 // ---------------------------------------------------------------------------------------- dq
-// One CTA per (block of Pw positions, kv head x head chunk, segment; segments past grid z looped):
-// the row terms first (D from O and dO in global memory, while the block's Q / dO copies land),
-// then the key tiles of the block's windows, double-buffered.
-template <typename Tg, int kHeadDim, typename Sink>
-__global__ void __launch_bounds__(128, 3)
+// The forward's narrow-window structure (window_attention_sm90.cuh; v6 of this kernel, bench/NOTES.md
+// "Window backward v6"): one CTA per SM computes a run of consecutive steps of one (segment, kv
+// head x head chunk); a step is kConsumers warpgroups x 64 rows, warpgroup w's Pw positions
+// following w - 1's, so all read the same 64-key K/V tiles. The tiles stream once through a ring
+// (TileStream, KvTileCopy: window_attention_sm90_rows.cuh), and consecutive steps keep the tiles
+// they share when the window allows (steps_share_tiles; else one step per CTA). Per warpgroup and
+// step: the row terms (D = <dO, O> from global memory), then for every tile its rows see:
+// S = Q K^T, dP = dO V^T (SS), dq += dX K (RS, K viewed [d, 64 keys] as the forward views V). The
+// next step's Q / dO land in the warpgroup's buffers while it stores this step's dq. (v5, one
+// warpgroup and one block per CTA, spent 54 % of its instructions once per CTA: copies' address
+// math, row terms, bounds, epilogue; its K / V tiles were read once per 16 positions.)
+// Tuning knobs at d 64 (tools/prof/variant_so.sh -D...): the dq kernel's warpgroups and ring stages.
+#ifndef SINKOPS_WBWD_DQ_WG64
+#define SINKOPS_WBWD_DQ_WG64 3
+#endif
+#ifndef SINKOPS_WBWD_DQ_STAGES64
+#define SINKOPS_WBWD_DQ_STAGES64 6
+#endif
+// kStream: the streaming kernel (several warpgroups, one CTA per SM, runs of steps); else one step
+// of one warpgroup per CTA, 3 CTAs per SM (v5's schedule: for windows whose steps cannot share key
+// tiles at d 64, where it measured 6 % faster on full attention; kHasOneStepDq).
+template <typename T, int kHeadDim, bool kStream>
+struct WindowBwdDqConfig {
+  // Warpgroups: 3 at <= 168 registers up to d 80; 2 from d 96 (the shared memory below; at d 128
+  // the dq accumulator alone is 64 registers).
+  static constexpr int kConsumers = !kStream ? 1 : kHeadDim <= 64 ? SINKOPS_WBWD_DQ_WG64 : kHeadDim <= 80 ? 3 : 2;
+  static constexpr int kThreads = 128 * kConsumers;
+  static constexpr int kMinBlocksPerSm = kStream ? 1 : 3;
+  // K/V tiles in the ring: a +-64 step (48 positions of one head at MiMo's 32/8; 32 with two
+  // warpgroups) spans 4 tiles; d 64 loads further ahead; d 128 fits 2 beside its 4 row tiles per
+  // warpgroup (its steps then never share tiles: one step per CTA); one step per CTA: 2.
+  static constexpr int kStages = !kStream ? 2 : kHeadDim <= 64 ? SINKOPS_WBWD_DQ_STAGES64 : kHeadDim <= 96 ? 4 : 2;
+  static constexpr int kChunks = kHeadDim / 8;  // 16-byte chunks per row
+  using Tile = typename KMajorRows<T, kHeadDim>::template Tiles<64>;                                 // [64 rows, d]
+  using TileT = decltype(composition(Tile{}, Layout<Shape<Int<kHeadDim>, _64>, Stride<_64, _1>>{}));  // [d, 64 rows]
+  using MmaS = decltype(make_tiled_mma(GMMA::ss_op_selector<T, T, float, Shape<_64, _64, _16>>()));
+  using MmaG = decltype(make_tiled_mma(
+      GMMA::rs_op_selector<T, T, float, Shape<_64, Int<kHeadDim>, _16>, GMMA::Major::K, GMMA::Major::MN>()));
+  struct Smem {
+    alignas(1024) T q[kConsumers][64 * kHeadDim];     // [warpgroup] its rows' Q  (Tile), this step
+    alignas(1024) T dout[kConsumers][64 * kHeadDim];  // [warpgroup] its rows' dO (Tile), this step
+    alignas(1024) T d_out[kConsumers][64 * kHeadDim];  // [warpgroup] O (Tile) for the next row terms
+    alignas(1024) T d_dout[kConsumers][64 * kHeadDim]; // [warpgroup] dO (Tile) for the next row terms
+    alignas(1024) T k[kStages * 64 * kHeadDim];       // [stage] 64 keys (Tile)
+    alignas(1024) T v[kStages * 64 * kHeadDim];       // [stage] 64 keys (Tile)
+    float4 rows[kConsumers][64];                      // [warpgroup][row] {lse2, r, delta}
+    float2 d_lse[kConsumers][64];                     // [warpgroup][row] {lse, dlse} for the next row terms
+    Barrier q_ready[kConsumers];                      // warpgroup w's Q / dO copies (cp.async arrivals)
+    Barrier d_ready[kConsumers];                      // its row-term inputs
+    Barrier ready[kStages], empty[kStages];
+  };
+  static constexpr int kSmemBytes = sizeof(Smem);
+  static_assert(kSmemBytes <= 227 * 1024, "the dq kernel's shared memory");
+};
+
+template <typename Tg, int kHeadDim, typename Sink, bool kStream>
+__global__ void __launch_bounds__(WindowBwdDqConfig<typename CuteElement<Tg>::type, kHeadDim, kStream>::kThreads,
+                                  WindowBwdDqConfig<typename CuteElement<Tg>::type, kHeadDim, kStream>::kMinBlocksPerSm)
     window_attention_bwd_dq_sm90_kernel(const __grid_constant__ WindowAttentionBackwardParams p,
                                         const __grid_constant__ WindowBwdShape shape) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using T = typename CuteElement<Tg>::type;
-  using C = WindowBwdDqConfig<T, kHeadDim>;
-  constexpr int S = C::kStages;
+  using C = WindowBwdDqConfig<T, kHeadDim, kStream>;
+  using Tile = typename C::Tile;
+  constexpr int kStages = C::kStages, kThreads = C::kThreads;
   using window_attention::row_bounds_diag;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   auto& sm = *reinterpret_cast<typename C::Smem*>(smem_raw);
-  const int t = threadIdx.x;
+  // wg through a shuffle: ptxas then knows it is warp-uniform (as in the forward)
+  const int wg = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0), t = threadIdx.x % 128;
   const int pw = shape.pw, pw_shift = __ffs(pw) - 1;
+  const int P = pw * C::kConsumers;  // positions of a step
   const int hk = blockIdx.y / shape.head_chunks;
-  const int h0 = hk * shape.group + (blockIdx.y % shape.head_chunks) * shape.hc;  // the block's first head
+  const int h0 = hk * shape.group + (blockIdx.y % shape.head_chunks) * shape.hc;  // the rows' first head
   const float c = shape.scale_log2;
-  const Tg* q = static_cast<const Tg*>(p.q);
-  const Tg* k = static_cast<const Tg*>(p.k);
-  const Tg* v = static_cast<const Tg*>(p.v);
-  const Tg* out = static_cast<const Tg*>(p.out);
-  const Tg* dout = static_cast<const Tg*>(p.dout);
-  auto sQ = make_tensor(make_smem_ptr(sm.resident[0]), typename C::Tile{});
-  auto sO = make_tensor(make_smem_ptr(sm.resident[1]), typename C::Tile{});
+  const bool reuse = steps_share_tiles(p.window_left, p.window_right, P, kStages);
+
+  if (threadIdx.x == 0) {
+    for (int w = 0; w < C::kConsumers; ++w) {
+      sm.q_ready[w].init(128);
+      sm.d_ready[w].init(128);
+    }
+    for (int st = 0; st < kStages; ++st) {
+      sm.ready[st].init(kThreads);  // every thread's cp.async arrival: each copies a share of a tile
+      sm.empty[st].init(kThreads);  // every thread, once no step of its warpgroup reads the tile again
+    }
+    cutlass::arch::fence_barrier_init();
+  }
+  __syncthreads();
   if (const RowsOutside o = rows_outside(p.cu_seqlens_q, p.batch, p.total_q); o.count() > 0) {  // CTA-uniform
     zero_rows_outside(o, static_cast<Tg*>(p.dq), p.dq_row_stride, p.dq_head_stride, p.h_q, p.d);
     if (p.dsink_rows != nullptr) zero_rows_outside(o, p.dsink_rows, p.h_q);
   }
 
+  using Copy = KvTileCopy<Tg, kHeadDim, 64, kThreads, Tile>;
+  const Copy kv_copy(sm.k, p, threadIdx.x);
+  const uint32_t k_smem = cast_smem_ptr_to_uint(sm.k), v_smem = cast_smem_ptr_to_uint(sm.v);
+  TileStream<kStages> stream;
+  int gstep = 0;  // steps this CTA has computed: the phase of its q_ready / d_ready barriers
+  auto sQ = make_tensor(make_smem_ptr(sm.q[wg]), Tile{});
+  auto sO = make_tensor(make_smem_ptr(sm.dout[wg]), Tile{});
+  auto sDo = make_tensor(make_smem_ptr(sm.d_out[wg]), Tile{});   // O for the row terms
+  auto sDdo = make_tensor(make_smem_ptr(sm.d_dout[wg]), Tile{}); // dO for the row terms
+
   for (int b = blockIdx.z; b < p.batch; b += gridDim.z) {
     int64_t q_start, k_start;
     int sq, sk;
     window_attention::segment_pair(p, b, q_start, sq, k_start, sk);
-    const int64_t pos0_64 = int64_t(blockIdx.x) * pw;
-    if (pos0_64 >= sq) continue;  // CTA-uniform
-    const int pos0 = int(pos0_64), live = sq - pos0 < pw ? sq - pos0 : pw;  // positions of the block
-    const int off = sk - sq;  // pos + off of a row (pos < sq) lies in (-2^31, sk): no overflow
-    auto row_head = [&](int r) { return h0 + (r >> pw_shift); };
-    auto row_rel = [&](int r) { return r & (pw - 1); };
-    auto q_row = [&](int r) { return q_start + pos0 + row_rel(r); };
-    copy_tile_pair<C>(sQ, sO, t,
-                      TileSource<Tg>{q + (q_start + pos0) * p.q_row_stride + int64_t(h0) * p.q_head_stride,
-                                     int(p.q_row_stride), int(p.q_head_stride), p.d},
-                      TileSource<Tg>{dout + (q_start + pos0) * p.dout_row_stride + int64_t(h0) * p.dout_head_stride,
-                                     int(p.dout_row_stride), int(p.dout_head_stride), p.d_v},
-                      pw - 1, pw_shift, live, q);
-    cp_async_commit();
-    // The keys of the block's rows: its first position's first key to its last position's last key
-    // (both window bounds grow with the position). The first S - 1 tiles load while the row terms
-    // compute; one cp.async group per tile (empty past the last), so group counts stay uniform.
-    int lo_first, hi_first, lo_last, hi_last;
-    row_bounds_diag(pos0 + off, p.window_left, p.window_right, sk, lo_first, hi_first);
-    row_bounds_diag(pos0 + live - 1 + off, p.window_left, p.window_right, sk, lo_last, hi_last);
-    const int ta = lo_first / 64, tb = hi_last >= lo_first ? hi_last / 64 : ta - 1;
-    auto load_tile = [&](int g, int buf) {
-      auto sK = make_tensor(make_smem_ptr(sm.streamed[buf][0]), typename C::Tile{});
-      auto sV = make_tensor(make_smem_ptr(sm.streamed[buf][1]), typename C::Tile{});
-      const int kt = 64 * g;
-      copy_tile_pair<C>(sK, sV, t,
-                        TileSource<Tg>{k + (k_start + kt) * p.k_row_stride + int64_t(hk) * p.k_head_stride,
-                                       int(p.k_row_stride), 0, p.d},
-                        TileSource<Tg>{v + (k_start + kt) * p.v_row_stride + int64_t(hk) * p.v_head_stride,
-                                       int(p.v_row_stride), 0, p.d_v},
-                        63, 6, sk - kt, k);
+    // This CTA's steps: positions pos_begin + P s, s < n_steps (all < sq).
+    StepRun<WindowAttentionBackwardParams> run{p};
+    if (!run.start(blockIdx.x, shape.steps, P, sq, sk)) continue;  // CTA-uniform
+    const int pos_begin = run.pos_begin, n_steps = run.n_steps;
+    auto live_of = [&](int s) { return run.live(s); };
+    auto bounds = [&](int pos, int& lo, int& hi) { run.bounds(pos, lo, hi); };
+    // Warpgroup wg's Q and dO rows of step s into its buffers.
+    auto load_step = [&](int s) {
+      const int64_t row0 = q_start + pos_begin + s * P;
+      load_rows<Tg, C::kChunks>(sQ, p.q, p.q_row_stride, p.q_head_stride, p.d, row0, h0, wg * pw, pw, pw_shift,
+                                live_of(s), t);
+      load_rows<Tg, C::kChunks>(sO, p.dout, p.dout_row_stride, p.dout_head_stride, p.d_v, row0, h0, wg * pw, pw,
+                                pw_shift, live_of(s), t);
+      cp_async_arrive(sm.q_ready[wg]);
     };
-#pragma unroll
-    for (int i = 0; i < S - 1; ++i) {
-      if (ta + i <= tb) load_tile(ta + i, i);
-      cp_async_commit();
-    }
+    // Its row terms' inputs of step s (O, dO, lse, dlse; rows past the segment zero-filled): loaded
+    // a step ahead, so the row terms never wait on global memory (v5 stalled there a third of its time).
+    auto load_row_terms = [&](int s) {
+      const int64_t row0 = q_start + pos_begin + s * P;
+      const int live = live_of(s);
+      load_rows<Tg, C::kChunks>(sDo, p.out, p.out_row_stride, p.out_head_stride, p.d_v, row0, h0, wg * pw, pw,
+                                pw_shift, live, t);
+      load_rows<Tg, C::kChunks>(sDdo, p.dout, p.dout_row_stride, p.dout_head_stride, p.d_v, row0, h0, wg * pw, pw,
+                                pw_shift, live, t);
+      if (t < 64) {
+        const int rel = wg * pw + (t & (pw - 1));
+        const int64_t head = h0 + (t >> pw_shift), row = row0 + rel;
+        const bool ok = rel < live, g_ok = ok && p.dlse != nullptr;
+        cp_async_ca_zfill<4>(&sm.d_lse[wg][t].x, ok ? p.lse + head * p.lse_head_stride + row : p.lse, ok);
+        cp_async_ca_zfill<4>(&sm.d_lse[wg][t].y, g_ok ? p.dlse + head * p.dlse_head_stride + row : p.lse, g_ok);
+      }
+      cp_async_arrive(sm.d_ready[wg]);
+    };
+    // The CTA's tiles g_first..g_last, loaded in order.
+    int g_first, g_last;
+    run.run_tiles(g_first, g_last);
+    stream.start_segment(g_first);
+    auto copy = [&](int st, int g) {
+      kv_copy.copy(k_smem + st * Copy::kTileBytes, v_smem + st * Copy::kTileBytes, p, k_start, g * 64, sk, hk);
+    };
+    auto produce = [&]() { stream.produce(sm.ready, sm.empty, g_last, copy); };
+    auto release_below = [&](int g) { stream.release_below(sm.ready, sm.empty, g, g_last, copy); };
 
-    // ---- the row terms: two threads per row (a pair of lanes), D = <dO, O> in float32 ----
-    {
-      const int r = t >> 1, half = t & 1;
-      const bool ok = row_rel(r) < live;
-      const int64_t row = q_row(r), head = row_head(r);
-      // issued before the D loop's loads, so that both return in one memory round trip
-      const float lse = ok ? p.lse[head * p.lse_head_stride + row] : INFINITY;
-      const float g_lse = ok && p.dlse != nullptr ? p.dlse[head * p.dlse_head_stride + row] : 0.f;
-      const float sink_s = p.sinks != nullptr ? p.sinks[head] : -INFINITY;
-      float dsum = 0.f;
-      if (ok) {
-        const Tg* o_row = out + q_row(r) * p.out_row_stride + row_head(r) * p.out_head_stride;
-        const Tg* do_row = dout + q_row(r) * p.dout_row_stride + row_head(r) * p.dout_head_stride;
+    load_row_terms(0);
+    load_step(0);
+    produce();
+    int ta, tb;  // this step's tiles
+    run.step_tiles(0, ta, tb);
+    for (int s = 0; s < n_steps; ++s, ++gstep) {
+      const int pos0 = pos_begin + s * P, live = live_of(s);
+      auto row_rel = [&](int r) { return wg * pw + (r & (pw - 1)); };  // position of row r in the step
+      auto row_head = [&](int r) { return h0 + (r >> pw_shift); };
+      // ---- the row terms: two threads per row (a pair of lanes), D = <dO, O> in float32 ----
+      sm.d_ready[wg].wait(gstep & 1);
+      {
+        const int r = t >> 1, half = t & 1;
+        const bool ok = row_rel(r) < live;
+        const int64_t row = q_start + pos0 + row_rel(r), head = row_head(r);
+        float dsum = 0.f;  // (zero-filled past d_v and past the segment)
 #pragma unroll
-        for (int j = half * 8; j < kHeadDim; j += 16)  // unrolled: every load in flight at once
-          if (j < p.d_v)
-            dsum += dot8<Tg>(*reinterpret_cast<const uint4*>(o_row + j), *reinterpret_cast<const uint4*>(do_row + j));
-      }
-      dsum += __shfl_xor_sync(0xffffffffu, dsum, 1);
-      if (half == 0) {
-        float lse2 = INFINITY, rr = 0.f, delta = 0.f;
-        if (ok) {
-          const sink::BackwardRow br = Sink::backward_row(lse, dsum, g_lse, sink_s);
-          const int64_t at = head * p.total_q + row;
-          p.row_r[at] = br.r;
-          p.row_delta[at] = br.delta;
-          if (!Sink::kKey0Bias && p.sinks != nullptr) p.dsink_rows[at] = br.dsink;
-          lse2 = lse * sink::kLog2e, rr = br.r, delta = br.delta;
+        for (int ch = half; ch < C::kChunks; ch += 2)
+          dsum += dot8<Tg>(*reinterpret_cast<const uint4*>(&sDo(r, 8 * ch)), *reinterpret_cast<const uint4*>(&sDdo(r, 8 * ch)));
+        dsum += __shfl_xor_sync(0xffffffffu, dsum, 1);
+        if (half == 0) {
+          float lse2 = INFINITY, rr = 0.f, delta = 0.f;
+          if (ok) {
+            const float2 l = sm.d_lse[wg][r];  // {lse, dlse}
+            const float sink_s = p.sinks != nullptr ? p.sinks[head] : -INFINITY;
+            const sink::BackwardRow br = Sink::backward_row(l.x, dsum, l.y, sink_s);
+            const int64_t at = head * p.total_q + row;
+            p.row_r[at] = br.r;
+            p.row_delta[at] = br.delta;
+            if (!Sink::kKey0Bias && p.sinks != nullptr) p.dsink_rows[at] = br.dsink;
+            lse2 = l.x * sink::kLog2e, rr = br.r, delta = br.delta;
+          }
+          sm.rows[wg][r] = make_float4(lse2, rr, delta, 0.f);
         }
-        sm.rows[0][r] = make_float4(lse2, rr, delta, 0.f);
       }
-    }
-    __syncthreads();  // the row terms in shared memory
-    // This thread's two accumulator rows: their terms, windows and (key0) sink bias.
-    float lse2[2], rr[2], dl[2], bias[2] = {0.f, 0.f}, dsink_row[2] = {0.f, 0.f};
-    int lo[2], hi[2];
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int r = acc_row(h, t);
-      const float4 terms = sm.rows[0][r];
-      lse2[h] = terms.x, rr[h] = terms.y, dl[h] = terms.z;
-      if (row_rel(r) < live) {
-        row_bounds_diag(pos0 + row_rel(r) + off, p.window_left, p.window_right, sk, lo[h], hi[h]);
-      } else {
-        lo[h] = 1, hi[h] = 0;  // no such row: sees nothing
-      }
-      if (hi[h] < lo[h]) lo[h] = 0x7fffffff, hi[h] = 0x7fffffff;  // empty: no kn < sk passes the test below
-      if constexpr (Sink::kKey0Bias) {
-        // a +inf sink: its rows output v_0 and have lse +inf, so Q and dX are 0 (bias unused)
-        const float s = p.sinks != nullptr ? p.sinks[row_head(r)] : 0.f;
-        bias[h] = s == INFINITY ? 0.f : s * sink::kLog2e;
-      }
-    }
-    Tensor acc_dq = partition_fragment_C(typename C::MmaG{}, Shape<_64, Int<kHeadDim>>{});
-    clear(acc_dq);
-    for (int g = ta, buf = 0; g <= tb; ++g, buf = next_buffer(buf, S)) {
-      // tile g + S - 1 into the buffer of tile g - 1, which every thread left at the last barrier
-      if (g + S - 1 <= tb) load_tile(g + S - 1, buf == 0 ? S - 1 : buf - 1);
-      cp_async_commit();
-      cp_async_wait_group<S - 1>();
-      __syncthreads();  // every thread's copies of this tile (and of Q / dO) have landed
-      auto sK = make_tensor(make_smem_ptr(sm.streamed[buf][0]), typename C::Tile{});
-      auto sV = make_tensor(make_smem_ptr(sm.streamed[buf][1]), typename C::Tile{});
-      auto sKt = make_tensor(make_smem_ptr(sm.streamed[buf][0]), typename C::TileT{});
-      Tensor acc_s = partition_fragment_C(typename C::MmaS{}, Shape<_64, _64>{});   // S
-      Tensor acc_dp = partition_fragment_C(typename C::MmaS{}, Shape<_64, _64>{});  // dP
-      // S and dP in two groups: the exponentials of S run while dP is in the tensor cores
-      wgmma_ss(typename C::MmaS{}, sQ, sK, acc_s, true, t);
-      warpgroup_commit_batch();
-      wgmma_ss(typename C::MmaS{}, sO, sV, acc_dp, true, t);
-      warpgroup_commit_batch();
-      warpgroup_wait<1>();
-      warpgroup_fence_operand(acc_s);
-      Tensor dx_reg = make_tensor<T>(partition_shape_A(typename C::MmaG{}, Shape<_64, _64>{}));
-      const int kt = 64 * g;
-      // key kt + acc_col(i) is visible to row h iff (unsigned)(kt + col - lo) <= hi - lo
-      const int base[2] = {kt - lo[0], kt - lo[1]}, width[2] = {hi[0] - lo[0], hi[1] - lo[1]};
-      const bool key0 = Sink::kKey0Bias && g == 0 && t % 4 == 0;  // holds key 0 (column 0) of both its rows
-#pragma unroll
-      for (int i = 0; i < size(acc_s); ++i) {
-        const int h = (i / 2) % 2;
-        float x = acc_s(i) * c;
-        if (Sink::kKey0Bias && (i == 0 || i == 2) && key0) x += bias[h];  // elements 0 and 2: column 0
-        const bool visible = unsigned(base[h] + acc_col(i, t)) <= unsigned(width[h]);
-        acc_s(i) = visible ? ptx::exp2_approx(x - lse2[h]) : 0.f;  // Q; 0 where lse = +inf
-      }
-      warpgroup_wait<0>();
-      warpgroup_fence_operand(acc_dp);
-#pragma unroll
-      for (int i = 0; i < size(acc_s); ++i) {
-        const int h = (i / 2) % 2;
-        dx_reg(i) = T(acc_s(i) * (rr[h] * acc_dp(i) - dl[h]));
-      }
-      if (key0) {  // the key0 sink's row gradient: dX of key 0 (elements 0 and 2)
-        dsink_row[0] += acc_s(0) * (rr[0] * acc_dp(0) - dl[0]);
-        dsink_row[1] += acc_s(2) * (rr[1] * acc_dp(2) - dl[1]);
-      }
-      wgmma_rs(typename C::MmaG{}, dx_reg, sKt, acc_dq, t);
-      warpgroup_commit_batch();
-      warpgroup_wait<0>();
-      __syncthreads();  // buffer buf is read by every thread before tile g + S lands in it
-    }
-    cp_async_wait_group<0>();  // (no key tile: the Q / dO copies still land before their buffers are reused)
-    warpgroup_fence_operand(acc_dq);  // read only after the last wgmma's wait
-    // ---- dq (times the scale), the key0 sink's row gradients ----
-    Tg* dq_row[2];  // this thread's two accumulator rows
-    bool dq_ok[2];
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int r = acc_row(h, t);
-      dq_ok[h] = row_rel(r) < live;
-      dq_row[h] = static_cast<Tg*>(p.dq) + q_row(r) * p.dq_row_stride + row_head(r) * p.dq_head_stride;
-    }
-#pragma unroll
-    for (int i = 0; i < size(acc_dq); i += 2) {
-      const int h = (i / 2) % 2;
-      store_pair(dq_row[h], acc_col(i, t), dq_ok[h], p.d, acc_dq(i) * p.scale, acc_dq(i + 1) * p.scale);
-    }
-    if constexpr (Sink::kKey0Bias) {
+      staged_bar(wg);  // the warpgroup's row terms in shared memory; its row-term inputs are free
+      if (s + 1 < n_steps) load_row_terms(s + 1);
+      // This thread's two accumulator rows: their terms, windows and (key0) sink bias.
+      float lse2[2], rr[2], dl[2], bias[2] = {0.f, 0.f}, dsink_row[2] = {0.f, 0.f};
+      int lo[2], hi[2];
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int r = acc_row(h, t);
-        // the thread holding column 0 (key 0) of the row; 0 where the row does not see key 0
-        if (p.sinks != nullptr && t % 4 == 0 && row_rel(r) < live)
-          p.dsink_rows[int64_t(row_head(r)) * p.total_q + q_row(r)] = lo[h] == 0 && hi[h] >= 0 ? dsink_row[h] : 0.f;
+        const float4 terms = sm.rows[wg][r];
+        lse2[h] = terms.x, rr[h] = terms.y, dl[h] = terms.z;
+        if (row_rel(r) < live) {
+          bounds(pos0 + row_rel(r), lo[h], hi[h]);
+        } else {
+          lo[h] = 1, hi[h] = 0;  // no such row: sees nothing
+        }
+        if (hi[h] < lo[h]) lo[h] = 0x7fffffff, hi[h] = 0x7fffffff;  // empty: no kn < sk passes the test below
+        if constexpr (Sink::kKey0Bias) {
+          // a +inf sink: its rows output v_0 and have lse +inf, so Q and dX are 0 (bias unused)
+          const float sv = p.sinks != nullptr ? p.sinks[row_head(r)] : 0.f;
+          bias[h] = sv == INFINITY ? 0.f : sv * sink::kLog2e;
+        }
+      }
+      // The warpgroup's first and last live positions bound the keys any of its rows sees.
+      const int first = wg * pw, last = (wg + 1) * pw - 1 < live - 1 ? (wg + 1) * pw - 1 : live - 1;
+      const bool wg_live = first < live;
+      int lo_first = 1, hi_last = 0;
+      if (wg_live) {
+        int unused;
+        bounds(pos0 + first, lo_first, unused);
+        bounds(pos0 + last, unused, hi_last);
+      }
+      Tensor acc_dq = partition_fragment_C(typename C::MmaG{}, Shape<_64, Int<kHeadDim>>{});
+      clear(acc_dq);
+      sm.q_ready[wg].wait(gstep & 1);
+      for (int j = 0; j < tb - ta + 1; ++j) {
+        produce();  // before the wait: never waits on a tile this thread still holds
+        const int st = stream.wait(sm.ready, ta + j);
+        const int g = ta + j, kt = 64 * g;
+        if (wg_live && kt <= hi_last && lo_first - kt <= 63) {  // the tile meets some row's window (warpgroup-uniform)
+          auto sK = make_tensor(make_smem_ptr(sm.k + st * 64 * kHeadDim), Tile{});
+          auto sV = make_tensor(make_smem_ptr(sm.v + st * 64 * kHeadDim), Tile{});
+          auto sKt = make_tensor(make_smem_ptr(sm.k + st * 64 * kHeadDim), typename C::TileT{});
+          Tensor acc_s = partition_fragment_C(typename C::MmaS{}, Shape<_64, _64>{});   // S
+          Tensor acc_dp = partition_fragment_C(typename C::MmaS{}, Shape<_64, _64>{});  // dP
+          // S and dP in two groups: the exponentials of S run while dP is in the tensor cores
+          wgmma_ss(typename C::MmaS{}, sQ, sK, acc_s, true, t);
+          warpgroup_commit_batch();
+          wgmma_ss(typename C::MmaS{}, sO, sV, acc_dp, true, t);
+          warpgroup_commit_batch();
+          warpgroup_wait<1>();
+          warpgroup_fence_operand(acc_s);
+          Tensor dx_reg = make_tensor<T>(partition_shape_A(typename C::MmaG{}, Shape<_64, _64>{}));
+          // key kt + acc_col(i) is visible to row h iff (unsigned)(kt + col - lo) <= hi - lo
+          const int base[2] = {kt - lo[0], kt - lo[1]}, width[2] = {hi[0] - lo[0], hi[1] - lo[1]};
+          const bool key0 = Sink::kKey0Bias && g == 0 && t % 4 == 0;  // holds key 0 (column 0) of both its rows
+#pragma unroll
+          for (int i = 0; i < size(acc_s); ++i) {
+            const int h = (i / 2) % 2;
+            float x = acc_s(i) * c;
+            if (Sink::kKey0Bias && (i == 0 || i == 2) && key0) x += bias[h];  // elements 0 and 2: column 0
+            const bool visible = unsigned(base[h] + acc_col(i, t)) <= unsigned(width[h]);
+            acc_s(i) = visible ? ptx::exp2_approx(x - lse2[h]) : 0.f;  // Q; 0 where lse = +inf
+          }
+          warpgroup_wait<0>();
+          warpgroup_fence_operand(acc_dp);
+#pragma unroll
+          for (int i = 0; i < size(acc_s); ++i) {
+            const int h = (i / 2) % 2;
+            dx_reg(i) = T(acc_s(i) * (rr[h] * acc_dp(i) - dl[h]));
+          }
+          if (key0) {  // the key0 sink's row gradient: dX of key 0 (elements 0 and 2)
+            dsink_row[0] += acc_s(0) * (rr[0] * acc_dp(0) - dl[0]);
+            dsink_row[1] += acc_s(2) * (rr[1] * acc_dp(2) - dl[1]);
+          }
+          wgmma_rs(typename C::MmaG{}, dx_reg, sKt, acc_dq, t);
+          warpgroup_commit_batch();
+          warpgroup_wait<0>();
+        }
+        if (!reuse) release_below(g + 1);  // a wide window's step may hold more tiles than stages
+      }
+      // Release what no later step reads: the tiles before the next step's first.
+      int ta_next = 0, tb_next = -1;
+      if (s + 1 < n_steps) run.step_tiles(s + 1, ta_next, tb_next);
+      release_below(tb_next >= ta_next ? ta_next : g_last + 1);
+      ta = ta_next, tb = tb_next;
+      warpgroup_fence_operand(acc_dq);  // read only after the last wgmma's wait
+      // Every wgmma of the warpgroup that read its Q / dO is done: the next step's land there.
+      staged_bar(wg);
+      if (s + 1 < n_steps) load_step(s + 1);
+
+      // ---- dq (times the scale), the key0 sink's row gradients ----
+      Tg* dq_row[2];  // this thread's two accumulator rows
+      bool dq_ok[2];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = acc_row(h, t);
+        dq_ok[h] = row_rel(r) < live;
+        dq_row[h] = static_cast<Tg*>(p.dq) + (q_start + pos0 + row_rel(r)) * p.dq_row_stride +
+                    row_head(r) * p.dq_head_stride;
+      }
+#pragma unroll
+      for (int i = 0; i < size(acc_dq); i += 2) {
+        const int h = (i / 2) % 2;
+        store_pair(dq_row[h], acc_col(i, t), dq_ok[h], p.d, acc_dq(i) * p.scale, acc_dq(i + 1) * p.scale);
+      }
+      if constexpr (Sink::kKey0Bias) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int r = acc_row(h, t);
+          // the thread holding column 0 (key 0) of the row; 0 where the row does not see key 0
+          if (p.sinks != nullptr && t % 4 == 0 && row_rel(r) < live)
+            p.dsink_rows[int64_t(row_head(r)) * p.total_q + q_start + pos0 + row_rel(r)] =
+                lo[h] == 0 && hi[h] >= 0 ? dsink_row[h] : 0.f;
+        }
       }
     }
-    __syncthreads();  // the next segment's copies reuse every buffer
   }
+  cp_async_wait_all();
 #endif
 }
 
@@ -609,24 +709,42 @@ __global__ void __launch_bounds__(128, SINKOPS_WBWD_DKDV_CTAS)
 
 template <int kHeadDim>
 int window_attention_bwd_smem_bytes() {
-  const int dq = WindowBwdDqConfig<cutlass::bfloat16_t, kHeadDim>::kSmemBytes;
-  const int dkdv = WindowBwdDkdvConfig<cutlass::bfloat16_t, kHeadDim>::kSmemBytes;
-  return dq > dkdv ? dq : dkdv;
+  int bytes = WindowBwdDkdvConfig<cutlass::bfloat16_t, kHeadDim>::kSmemBytes;
+  for (int dq : {WindowBwdDqConfig<cutlass::bfloat16_t, kHeadDim, true>::kSmemBytes,
+                 WindowBwdDqConfig<cutlass::bfloat16_t, kHeadDim, false>::kSmemBytes})
+    bytes = dq > bytes ? dq : bytes;
+  return bytes;
+}
+
+template <int kHeadDim, bool kStream>
+Sm90WindowTiling window_attention_bwd_dq_tiling() {
+  using C = WindowBwdDqConfig<cutlass::bfloat16_t, kHeadDim, kStream>;
+  return {C::kSmemBytes, 64 * C::kConsumers, C::kMinBlocksPerSm, C::kStages};
 }
 
 template <typename Tg, int kHeadDim, typename Sink>
 void launch_window_attention_bwd(const WindowAttentionBackwardParams& p, const WindowBwdShape& dq_shape,
                                  const WindowBwdShape& dkdv_shape, int batch_z, cudaStream_t stream) {
   using T = typename CuteElement<Tg>::type;
-  constexpr int kDqSmem = WindowBwdDqConfig<T, kHeadDim>::kSmemBytes;
-  constexpr int kDkdvSmem = WindowBwdDkdvConfig<T, kHeadDim>::kSmemBytes;
-  constexpr auto dq_kernel = window_attention_bwd_dq_sm90_kernel<Tg, kHeadDim, Sink>;
-  constexpr auto dkdv_kernel = window_attention_bwd_dkdv_sm90_kernel<Tg, kHeadDim, Sink>;
-  reserve_dynamic_smem<dq_kernel>(kDqSmem, "window_attention_backward (sm90 dq)", true);
-  reserve_dynamic_smem<dkdv_kernel>(kDkdvSmem, "window_attention_backward (sm90 dk/dv)", true);
+  auto launch_dq = [&](auto stream_kernel) {
+    constexpr bool kStream = decltype(stream_kernel)::value;
+    using C = WindowBwdDqConfig<T, kHeadDim, kStream>;
+    constexpr auto dq_kernel = window_attention_bwd_dq_sm90_kernel<Tg, kHeadDim, Sink, kStream>;
+    reserve_dynamic_smem<dq_kernel>(C::kSmemBytes, "window_attention_backward (sm90 dq)", true);
+    dq_kernel<<<dim3(dq_shape.blocks, p.h_k * dq_shape.head_chunks, batch_z), C::kThreads, C::kSmemBytes, stream>>>(
+        p, dq_shape);
+    check_launch("window_attention_backward (sm90 dq)");
+  };
   // the dq kernel writes the row terms the dk/dv kernel reads: same stream, in this order
-  dq_kernel<<<dim3(dq_shape.blocks, p.h_k * dq_shape.head_chunks, batch_z), 128, kDqSmem, stream>>>(p, dq_shape);
-  check_launch("window_attention_backward (sm90 dq)");
+  if constexpr (kHasOneStepDq<kHeadDim>) {
+    if (dq_shape.stream) launch_dq(std::true_type{});
+    else launch_dq(std::false_type{});
+  } else {
+    launch_dq(std::true_type{});
+  }
+  constexpr int kDkdvSmem = WindowBwdDkdvConfig<T, kHeadDim>::kSmemBytes;
+  constexpr auto dkdv_kernel = window_attention_bwd_dkdv_sm90_kernel<Tg, kHeadDim, Sink>;
+  reserve_dynamic_smem<dkdv_kernel>(kDkdvSmem, "window_attention_backward (sm90 dk/dv)", true);
   dkdv_kernel<<<dim3(dkdv_shape.blocks, p.h_k, batch_z), 128, kDkdvSmem, stream>>>(p, dkdv_shape);
   check_launch("window_attention_backward (sm90 dk/dv)");
 }

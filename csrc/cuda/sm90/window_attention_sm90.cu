@@ -16,25 +16,31 @@ namespace sinkops::cuda::sm90 {
 namespace {
 bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15) == 0; }
 
+// What steps_per_cta needs to know of a launch: the window, the sizes the host knows, the chains
+// of steps per segment (kv heads x head blocks) and a step's positions.
+struct StepChains {
+  int window_left, window_right, max_seqlen_q, batch;
+  int64_t total_q, heads;
+  int positions;
+};
+
 // Steps (blocks of P positions) per CTA: when consecutive steps share K/V tiles (a narrow window),
 // each (segment, head block) is cut into as few equal runs of steps as fill the GPU's CTA slots
 // once, so each CTA's first loads are paid once, every later step's Q and new tiles land while
 // the step before computes, and shared tiles are read once; else one step per CTA (the kernel
 // needs that). Host-known sizes only (max_seqlen_q, not the segments' lengths, which are on the
 // device). SINKOPS_WA90_STEPS=n forces n where steps may share tiles (tests: several steps per CTA
-// at small shapes).
-int steps_per_cta(const WindowAttentionParams& p, const window_attention::LaunchShape& s, int ctas_per_sm,
-                  int stages) {
-  if (!steps_share_tiles(p.window_left, p.window_right, s.positions_per_cta, stages)) return 1;
-  const int64_t steps = (int64_t(p.max_seqlen_q) + s.positions_per_cta - 1) / s.positions_per_cta;
+// at small shapes), for the forward and the backward's dq kernel.
+int steps_per_cta(const StepChains& c, int ctas_per_sm, int stages) {
+  if (!steps_share_tiles(c.window_left, c.window_right, c.positions, stages)) return 1;
+  const int64_t steps = (int64_t(c.max_seqlen_q) + c.positions - 1) / c.positions;
   if (const char* env = std::getenv("SINKOPS_WA90_STEPS"); env != nullptr && std::atoi(env) > 0)
     return int(std::min<int64_t>(std::atoi(env), steps));
-  const int64_t heads = int64_t(p.h_k) * s.head_blocks_per_kv;
   const int64_t slots = int64_t(ctas_per_sm) * device_info(current_device()).sm_count;
   // Runs per (segment, head block) chain for one wave of equal segments; at most the steps that
   // all tokens make per slot, so that one long segment among short ones still spreads out.
-  const int64_t runs = std::clamp<int64_t>(slots / (int64_t(p.batch) * heads), 1, steps);
-  const int64_t total = ((p.total_q + s.positions_per_cta - 1) / s.positions_per_cta) * heads;
+  const int64_t runs = std::clamp<int64_t>(slots / (int64_t(c.batch) * c.heads), 1, steps);
+  const int64_t total = ((c.total_q + c.positions - 1) / c.positions) * c.heads;
   // (the chain's own split unless it is well above that: one wave of long CTAs beats two of
   // half-length ones, which pay their first loads twice)
   const int64_t per_chain = (steps + runs - 1) / runs, per_slot = std::max<int64_t>(1, (total + slots - 1) / slots);
@@ -100,7 +106,9 @@ void window_attention(const WindowAttentionParams& p, void* stream) {
       stream = share;
       if (!stream) s = window_attention::fold_heads(p, window_attention_tiling<kHeadDim, false>().cta_rows, 64);
     }
-    s.steps_per_cta = stream && !wide ? steps_per_cta(p, s, streaming.ctas_per_sm, streaming.stages) : 1;
+    const StepChains chains{p.window_left, p.window_right, p.max_seqlen_q, p.batch,
+                            p.total_q,     int64_t(p.h_k) * s.head_blocks_per_kv, s.positions_per_cta};
+    s.steps_per_cta = stream && !wide ? steps_per_cta(chains, streaming.ctas_per_sm, streaming.stages) : 1;
     dim3 grid = window_attention::launch_grid(p, s);
     grid.x = (grid.x + s.steps_per_cta - 1) / s.steps_per_cta;
     dtype_switch(p.dtype, "window_attention (sm90)", [&](auto t) {
@@ -156,12 +164,25 @@ void window_attention_backward(const WindowAttentionBackwardParams& p, void* str
   s.pw = 64 / s.hc;
   s.head_chunks = s.group / s.hc;
   s.scale_log2 = p.scale * sink::kLog2e;
+  s.steps = 1;
+  s.stream = 0;
   WindowBwdShape dq = s, dkdv = s;
-  dq.blocks = int((int64_t(p.max_seqlen_q) + s.pw - 1) / s.pw);
   dkdv.blocks = int((int64_t(p.max_seqlen_k) + 63) / 64);
   const int batch_z = p.batch < 65535 ? p.batch : 65535;  // segments past grid z: the kernels loop
   head_dim_switch(Sm90WindowHeadDims{}, d, "window_attention_backward (sm90)", [&](auto head_dim) {
     constexpr int kHeadDim = decltype(head_dim)::value;
+    // dq: the streaming kernel with runs of consecutive steps per CTA where they share K/V tiles
+    // (the forward's rule); else one step per CTA, by the one-step kernel where it exists.
+    const Sm90WindowTiling streaming = window_attention_bwd_dq_tiling<kHeadDim, true>();
+    const int positions = streaming.cta_rows / s.hc;  // of one step: warpgroups x pw
+    dq.stream = !kHasOneStepDq<kHeadDim> || steps_share_tiles(p.window_left, p.window_right, positions, streaming.stages);
+    const Sm90WindowTiling t = dq.stream ? streaming : window_attention_bwd_dq_tiling<kHeadDim, false>();
+    const int step_positions = t.cta_rows / s.hc;
+    const StepChains chains{p.window_left, p.window_right, p.max_seqlen_q, p.batch,
+                            p.total_q,     int64_t(p.h_k) * s.head_chunks, step_positions};
+    dq.steps = steps_per_cta(chains, t.ctas_per_sm, t.stages);
+    const int64_t steps = (int64_t(p.max_seqlen_q) + step_positions - 1) / step_positions;
+    dq.blocks = int((steps + dq.steps - 1) / dq.steps);
     dtype_switch(p.dtype, "window_attention_backward (sm90)", [&](auto t) {
       sink_switch(p.sink_mode, [&](auto sink) {
         launch_window_attention_bwd<typename decltype(t)::type, kHeadDim, typename decltype(sink)::type>(

@@ -188,29 +188,13 @@ __global__ void __launch_bounds__(WindowConfig<typename CuteElement<Tg>::type, k
     int sq, sk;
     window_attention::segment_bounds(p.cu_seqlens_q, b, p.total_q, q_start, sq);
     window_attention::segment_bounds(p.cu_seqlens_k, b, p.total_k, k_start, sk);
-    // This CTA's steps: positions pos_begin + P s, s < n_steps (all < sq).
-    const int64_t pos_begin64 = int64_t(blockIdx.x) * shape.steps_per_cta * P;
-    if (pos_begin64 >= sq) continue;  // CTA-uniform
-    const int pos_begin = int(pos_begin64);
-    const int steps_left = (sq - pos_begin) / P + ((sq - pos_begin) % P != 0);
-    const int n_steps = !kStream ? 1 : steps_left < shape.steps_per_cta ? steps_left : shape.steps_per_cta;
-    const int off = sk - sq;  // pos + off of a row (pos < sq) lies in (-2^31, sk): no overflow
-    // Positions are tested as offsets against live (pos0 + P - 1 could wrap int32).
-    auto live_of = [&](int s) { return sq - pos_begin - s * P < P ? sq - pos_begin - s * P : P; };
-    // Window bounds of the row at position pos (< sq) of this segment.
-    auto bounds = [&](int pos, int& lo, int& hi) {
-      row_bounds_diag(pos + off, p.window_left, p.window_right, sk, lo, hi);
-    };
-    // Key tiles of the segment sit on a fixed grid (tile g = keys 64 g .. 64 g + 63, so key 0 is
-    // column 0 of tile 0); step s reads tiles ta..tb (none when tb < ta).
-    auto step_tiles = [&](int s, int& ta, int& tb) {
-      const int pos0 = pos_begin + s * P;
-      int kmin, kmax, unused;
-      bounds(pos0, kmin, unused);
-      bounds(pos0 + live_of(s) - 1, unused, kmax);
-      ta = kmax >= kmin ? kmin / kBlockN : 0;
-      tb = kmax >= kmin ? kmax / kBlockN : -1;
-    };
+    // This CTA's steps: positions pos_begin + P s, s < n_steps (all < sq); one without kStream.
+    StepRun<WindowAttentionParams> run{p};
+    if (!run.start(blockIdx.x, shape.steps_per_cta, P, sq, sk, kStream)) continue;  // CTA-uniform
+    const int pos_begin = run.pos_begin, n_steps = run.n_steps;
+    auto live_of = [&](int s) { return run.live(s); };
+    auto bounds = [&](int pos, int& lo, int& hi) { run.bounds(pos, lo, hi); };
+    auto step_tiles = [&](int s, int& ta, int& tb) { run.step_tiles(s, ta, tb); };
 
     // ---- Q: each warpgroup copies its own rows of a step into Q buffer `buf` ----
     auto load_q = [&](int s, int buf) {
@@ -219,18 +203,9 @@ __global__ void __launch_bounds__(WindowConfig<typename CuteElement<Tg>::type, k
       cp_async_arrive(sm.q_ready[buf][wg]);
     };
     // ---- K/V: every thread copies a share of each tile ----
-    // The CTA's tiles g_first..g_last (its first row's first key to its last row's last key) are
-    // loaded in order: tile g is load index g + shift. With one step per CTA that is the step's
-    // tiles; with several (only when steps share tiles) the steps' ranges overlap or touch, since
-    // both window bounds grow with the position (both sides bounded), so their union is contiguous.
+    // The CTA's tiles g_first..g_last are loaded in order: tile g is load index g + shift.
     int g_first, g_last;
-    {
-      int kmin, kmax, unused;
-      bounds(pos_begin, kmin, unused);
-      bounds(pos_begin + (n_steps - 1) * P + live_of(n_steps - 1) - 1, unused, kmax);
-      g_first = kmin / kBlockN;
-      g_last = kmax >= kmin ? kmax / kBlockN : g_first - 1;
-    }
+    run.run_tiles(g_first, g_last);
     stream.start_segment(g_first);  // every tile of the previous segment was read and released
     auto copy = [&](int st, int g) {
       kv_copy.copy(k_smem + st * Copy::kTileBytes, v_smem + st * Copy::kTileBytes, p, k_start, g * kBlockN, sk, hk);

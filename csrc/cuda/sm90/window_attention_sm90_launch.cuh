@@ -81,11 +81,19 @@ struct WindowBwdShape {
   int hc;            // heads of a block of rows: min(group, 64)
   int pw;            // positions of a block: 64 / hc
   int head_chunks;   // group / hc
-  int blocks;        // grid.x: dq: position blocks of max_seqlen_q; dk/dv: 64-key tiles of max_seqlen_k
+  int blocks;        // grid.x: dq: runs of `steps` steps of max_seqlen_q; dk/dv: 64-key tiles of max_seqlen_k
   float scale_log2;  // scale * log2(e)
+  int steps;         // dq: consecutive steps (warpgroups x pw positions) per CTA; dk/dv: 1
+  int stream;        // dq: 1 = the streaming kernel, 0 = one step of one warpgroup per CTA (kHasOneStepDq)
 };
 template <int kHeadDim>
 int window_attention_bwd_smem_bytes();
+// The dq kernel's step (cta_rows = 64 x warpgroups) and ring, for its steps per CTA: the streaming
+// kernel (every head dim) and the one-step one (kHasOneStepDq).
+template <int kHeadDim, bool kStream>
+Sm90WindowTiling window_attention_bwd_dq_tiling();
+template <int kHeadDim>
+constexpr bool kHasOneStepDq = kHeadDim <= 64;
 // The dq kernel, then the dk/dv kernel (which reads the row terms the first one writes), on `stream`.
 template <typename T, int kHeadDim, typename Sink>
 void launch_window_attention_bwd(const WindowAttentionBackwardParams& p, const WindowBwdShape& dq_shape,
@@ -94,6 +102,8 @@ void launch_window_attention_bwd(const WindowAttentionBackwardParams& p, const W
 // The body of window_attention_bwd_sm90_hdim<D>.cu: every dtype x sink policy of head dim D.
 #define SINKOPS_INSTANTIATE_WINDOW_ATTENTION_BWD_SM90(D)                                                  \
   template int window_attention_bwd_smem_bytes<D>();                                                      \
+  template Sm90WindowTiling window_attention_bwd_dq_tiling<D, true>();                                    \
+  template Sm90WindowTiling window_attention_bwd_dq_tiling<D, false>();                                   \
   template void launch_window_attention_bwd<__nv_bfloat16, D, sink::Key0Sink>(                            \
       const WindowAttentionBackwardParams&, const WindowBwdShape&, const WindowBwdShape&, int, cudaStream_t); \
   template void launch_window_attention_bwd<__nv_bfloat16, D, sink::NullSink>(                            \

@@ -12,8 +12,10 @@
 
 #include "../mma_sm80.cuh"  // ptx::exp2_approx (MUFU.EX2 alone)
 #include "../sink_policy.cuh"
+#include "../window_bounds.cuh"
 #include "sinkops/window_attention_params.h"
 #include "wgmma.cuh"
+#include "window_attention_sm90_launch.cuh"  // kTileKeys
 
 namespace sinkops::cuda::sm90 {
 
@@ -37,24 +39,31 @@ __device__ __forceinline__ void staged_bar(int wg) {
   else bar_sync(4, 128);
 }
 
-// The warpgroup's Q rows into sQ (64 x d, zero-filled past d and past `live`), by cp.async: the
-// caller arrives on its barrier. Offsets inside a block are 32-bit (strides < 2^23: checked by
-// window_attention_sm90_takes).
+// A warpgroup's 64 rows of a [tokens, heads, d] tensor (`base`, the given strides) into sT (64 x
+// d, zero-filled past d and past `live`), by cp.async: the caller arrives on its barrier. Offsets
+// inside a block are 32-bit (strides < 2^23: checked by the launchers).
 template <typename Tg, int kChunks, class TS>
-__device__ __forceinline__ void load_q_rows(TS& sQ, const WindowAttentionParams& p, int64_t row0, int h_base,
-                                            int rel0, int pw, int pw_shift, int live, int t) {
-  const Tg* q = static_cast<const Tg*>(p.q);
-  const Tg* q_block = q + row0 * p.q_row_stride + int64_t(h_base) * p.q_head_stride;
-  const int q_rs = int(p.q_row_stride), q_hs = int(p.q_head_stride);
+__device__ __forceinline__ void load_rows(TS& sT, const void* base, int64_t row_stride, int64_t head_stride, int d,
+                                          int64_t row0, int h_base, int rel0, int pw, int pw_shift, int live, int t) {
+  const Tg* src0 = static_cast<const Tg*>(base);
+  const Tg* block = src0 + row0 * row_stride + int64_t(h_base) * head_stride;
+  const int rs = int(row_stride), hs = int(head_stride);
 #pragma unroll
   for (int n = 0; n < kChunks / 2; ++n) {  // 64 rows x kChunks chunks over 128 threads
     const int idx = t + 128 * n;
     const int r = idx / kChunks, col = (idx % kChunks) * 8;
     const int rel = rel0 + (r & (pw - 1));
-    const bool ok = rel < live && col < p.d;
-    const Tg* src = ok ? q_block + (rel * q_rs + (r >> pw_shift) * q_hs + col) : q;  // zero-filled: reads nothing
-    cp_async_16_zfill_l2(&sQ(r, col), src, ok);
+    const bool ok = rel < live && col < d;
+    const Tg* src = ok ? block + (rel * rs + (r >> pw_shift) * hs + col) : src0;  // zero-filled: reads nothing
+    cp_async_16_zfill_l2(&sT(r, col), src, ok);
   }
+}
+
+// The warpgroup's Q rows (load_rows).
+template <typename Tg, int kChunks, class TS>
+__device__ __forceinline__ void load_q_rows(TS& sQ, const WindowAttentionParams& p, int64_t row0, int h_base,
+                                            int rel0, int pw, int pw_shift, int live, int t) {
+  load_rows<Tg, kChunks>(sQ, p.q, p.q_row_stride, p.q_head_stride, p.d, row0, h_base, rel0, pw, pw_shift, live, t);
 }
 
 // The finish of this thread's two accumulator rows (row max on raw logits, sum in log2 units,
@@ -171,6 +180,53 @@ __device__ __forceinline__ void exponentials(TS& acc_s, float c, const float (&m
   }
 }
 
+// ---- a CTA's run of consecutive steps (P positions each) in one segment, and the 64-key tiles
+// (on a fixed grid from the segment's key 0: tile g = keys 64 g .. 64 g + 63) they read ----
+template <class Params>  // the forward's or the backward's params (window_left / right)
+struct StepRun {
+  const Params& p;
+  int pos_begin, n_steps, P, sq, sk, off;
+  // Run `run` of up to `steps` steps (one when !several: a kernel built for one step per CTA) in a
+  // segment of sq queries and sk keys; false when it starts past the segment (CTA-uniform).
+  __device__ __forceinline__ bool start(int64_t run, int steps, int P_, int sq_, int sk_, bool several = true) {
+    const int64_t begin = run * steps * P_;
+    if (begin >= sq_) return false;
+    P = P_, sq = sq_, sk = sk_;
+    pos_begin = int(begin);
+    const int steps_left = (sq - pos_begin) / P + ((sq - pos_begin) % P != 0);
+    n_steps = !several ? 1 : steps_left < steps ? steps_left : steps;
+    off = sk - sq;  // pos + off of a row (pos < sq) lies in (-2^31, sk): no overflow
+    return true;
+  }
+  // Live positions of step s (tested as offsets: pos0 + P - 1 could wrap int32).
+  __device__ __forceinline__ int live(int s) const {
+    return sq - pos_begin - s * P < P ? sq - pos_begin - s * P : P;
+  }
+  // Window bounds of the row at position pos (< sq).
+  __device__ __forceinline__ void bounds(int pos, int& lo, int& hi) const {
+    window_attention::row_bounds_diag(pos + off, p.window_left, p.window_right, sk, lo, hi);
+  }
+  // Step s reads tiles ta..tb (none when tb < ta).
+  __device__ __forceinline__ void step_tiles(int s, int& ta, int& tb) const {
+    const int pos0 = pos_begin + s * P;
+    int kmin, kmax, unused;
+    bounds(pos0, kmin, unused);
+    bounds(pos0 + live(s) - 1, unused, kmax);
+    ta = kmax >= kmin ? kmin / kTileKeys : 0;
+    tb = kmax >= kmin ? kmax / kTileKeys : -1;
+  }
+  // The run's tiles g_first..g_last: its first row's first key to its last row's last key. With one
+  // step that is the step's tiles; with several (only when steps share tiles) the steps' ranges
+  // overlap or touch, since both window bounds grow with the position, so their union is contiguous.
+  __device__ __forceinline__ void run_tiles(int& g_first, int& g_last) const {
+    int kmin, kmax, unused;
+    bounds(pos_begin, kmin, unused);
+    bounds(pos_begin + (n_steps - 1) * P + live(n_steps - 1) - 1, unused, kmax);
+    g_first = kmin / kTileKeys;
+    g_last = kmax >= kmin ? kmax / kTileKeys : g_first - 1;
+  }
+};
+
 // ---- the K/V tiles: a stream of load indices through a ring of kStages stages, and each
 // thread's share of a tile's copy ----
 
@@ -240,8 +296,8 @@ struct KvTileCopy {
   bool k_ok, v_ok;            // col < d / d_v
   uint32_t off[kPasses];      // byte offsets of its chunks in a tile (every stage starts on 1 KB)
 
-  template <typename T>
-  __device__ __forceinline__ KvTileCopy(const T* tile0, const WindowAttentionParams& p, int tid) {
+  template <typename T, class Params>  // Params: the forward's or the backward's (the same K / V fields)
+  __device__ __forceinline__ KvTileCopy(const T* tile0, const Params& p, int tid) {
     row0 = tid / kChunks, col = (tid % kChunks) * 8;
     active = row0 < kRowsPerPass;
     k_ok = col < p.d, v_ok = col < p.d_v;
@@ -254,8 +310,9 @@ struct KvTileCopy {
   }
   // Key rows kt.. of the segment (sk keys from packed row k_start) of kv head hk into the K / V
   // stages at shared addresses k_dst / v_dst.
-  __device__ __forceinline__ void copy(uint32_t k_dst, uint32_t v_dst, const WindowAttentionParams& p,
-                                       int64_t k_start, int kt, int sk, int hk) const {
+  template <class Params>
+  __device__ __forceinline__ void copy(uint32_t k_dst, uint32_t v_dst, const Params& p, int64_t k_start, int kt,
+                                       int sk, int hk) const {
     const Tg* k = static_cast<const Tg*>(p.k);
     const Tg* v = static_cast<const Tg*>(p.v);
     const int64_t row = k_start + kt + row0;
