@@ -269,7 +269,6 @@ __global__ void __launch_bounds__(WindowBwdDqConfig<typename CuteElement<Tg>::ty
   using C = WindowBwdDqConfig<T, kHeadDim, kStream>;
   using Tile = typename C::Tile;
   constexpr int kStages = C::kStages, kThreads = C::kThreads;
-  using window_attention::row_bounds_diag;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   auto& sm = *reinterpret_cast<typename C::Smem*>(smem_raw);
   // wg through a shuffle: ptxas then knows it is warp-uniform (as in the forward)

@@ -137,7 +137,6 @@ __global__ void __launch_bounds__(WindowConfig<typename CuteElement<Tg>::type, k
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using T = typename CuteElement<Tg>::type;
   using C = WindowConfig<T, kHeadDim, kStream>;
-  using window_attention::row_bounds_diag;
   constexpr int kBlockN = C::kBlockN, kStages = C::kStages, kChunks = C::kChunks, kThreads = C::kThreads;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   auto& sm = *reinterpret_cast<typename C::Smem*>(smem_raw);
