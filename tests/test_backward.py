@@ -174,15 +174,17 @@ def test_window_backward(target, c):
     _check_window_backward(target, c)
 
 
-@pytest.mark.parametrize("steps", [2, 3])
+@pytest.mark.parametrize("steps,loads", [(2, "tma"), (3, "tma"), (2, "cp.async")])
 @pytest.mark.parametrize("target, c", params([t for t in WINDOW_BACKWARD_TARGETS if t.backend == "cuda"],
                                              [c for c in WINDOW_CASES if c["window"][0] >= 0 and c["window"][1] >= 0],
                                              case_id=_wid, accept=_cuda_accepts))
-def test_window_backward_dq_runs_of_steps(target, c, steps, monkeypatch):
+def test_window_backward_dq_runs_of_steps(target, c, steps, loads, monkeypatch):
     """The CUDA dq kernel computes runs of consecutive steps per CTA where they share K/V tiles (both
     window sides bounded); at these sizes its launcher gives each CTA one step, so SINKOPS_WA90_STEPS
-    forces 2 and 3 (runs then end mid-segment and segments end mid-run)."""
+    forces 2 and 3 (runs then end mid-segment and segments end mid-run). Its whole K/V tiles come by
+    TMA (the default) or, with SINKOPS_WA90_TMA=0, every tile by cp.async."""
     monkeypatch.setenv("SINKOPS_WA90_STEPS", str(steps))
+    monkeypatch.setenv("SINKOPS_WA90_TMA", "1" if loads == "tma" else "0")
     _check_window_backward(target, c)
 
 

@@ -265,6 +265,33 @@ def _more_segments_than_grid_z(target):
     assert torch.allclose(lse.double(), x, atol=1e-4, rtol=1e-5)
 
 
+@pytest.mark.parametrize("window", [(-1, -1), (16, 16)])
+@pytest.mark.parametrize("target", params(op="window"))
+def test_keys_outside_a_segment_never_reach_it(target, window):
+    """K / V rows of other segments and the padding rows after cu_seqlens_k[-1] (uninitialized
+    memory in a server's buffers) are never read into a segment: NaN there leaves the other
+    segments exact. (The sm_90a kernels load by TMA only tiles that lie inside their segment; a tile
+    that crosses the segment's end is copied with its tail zero-filled: a masked key still multiplies
+    its V row by 0 in the MMA. Segments 0 and 2 end inside a 64- and a 128-key tile.)"""
+    lens, pad = [70, 30, 131], 20
+    case = make_window_case(lens + [pad], hq=4, hk=2, d=64, device=target.device)
+    cu = torch.tensor([0, 70, 100, 231], dtype=torch.int32, device=target.device)
+    case.update(cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=131, max_seqlen_k=131)
+    clean = {n: torch.cat([case[n][:70], case[n][100:231]]) for n in ("q", "k", "v")}
+    two = torch.tensor([0, 70, 201], dtype=torch.int32, device=target.device)
+    clean.update(cu_seqlens_q=two, cu_seqlens_k=two, max_seqlen_q=131, max_seqlen_k=131)
+    for n in ("k", "v"):
+        case[n][70:100] = float("nan")
+        case[n][231:] = float("nan")
+    sinks = sinks_like(4, "mimo")
+    out, lse = run_window(target, case, window, sinks, "key0")
+    ref_out, ref_lse = window_oracle(clean, window, sinks, "key0")
+    base_out, _ = window_oracle(clean, window, sinks, "key0", compute_dtype=BF16)
+    rows = torch.cat([torch.arange(70), torch.arange(100, 231)]).to(out.device)
+    check_close(out[rows], ref_out, base_out, name=f"{target} out beside NaN segments")
+    check_close(lse[:, rows], ref_lse, None, name=f"{target} lse beside NaN segments", rel_cap=1e-5)
+
+
 @pytest.mark.parametrize("target", params(CUDA, op="window"))
 def test_tensor_over_2_pow_31_elements(target):
     _over_2_pow_31_elements(target)
@@ -330,16 +357,20 @@ def test_cuda_sm80_path_on_hopper(monkeypatch, c):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("loads", ["tma", "cp.async"])
 @pytest.mark.parametrize("kernel", ["wide", "narrow"])
 @pytest.mark.parametrize("c", SM90_CASES, ids=_cid)
-def test_cuda_sm90_wide_and_narrow_kernels(monkeypatch, c, kernel):
+def test_cuda_sm90_wide_and_narrow_kernels(monkeypatch, c, kernel, loads):
     """The sm_90a path has two kernels: the wide-window one (128-key tiles, each tile's MMAs
     overlapped with the softmax) for windows whose blocks of rows cannot share key tiles (full,
     causal, wide), the narrow one (streaming steps of 16-64-key chunks) for the rest.
-    SINKOPS_WA90_WIDE=1 / 0 forces either for every window: both match the oracle."""
+    SINKOPS_WA90_WIDE=1 / 0 forces either for every window: both match the oracle, with their
+    whole K/V tiles loaded by TMA (the default) and with every tile copied by cp.async
+    (SINKOPS_WA90_TMA=0)."""
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA device")
     monkeypatch.setenv("SINKOPS_WA90_WIDE", "1" if kernel == "wide" else "0")
+    monkeypatch.setenv("SINKOPS_WA90_TMA", "1" if loads == "tma" else "0")
     case = make_window_case(c["lq"], c["lk"], hq=c["hq"], hk=c["hk"], d=c["d"], dv=c["dv"], dtype=c["dtype"],
                             device="cuda")
     sinks = None if c["mode"] == "none" else sinks_like(c["hq"], c["kind"])

@@ -85,7 +85,11 @@ def key_chunk_logits(qc, k, v, row_ok, ks, lo, hi, c0, key_chunk, scale, key0_si
     j = lo.unsqueeze(1) + c0 + torch.arange(key_chunk, device=dev)                     # [R, C] segment positions
     visible = (j <= hi.unsqueeze(1)) & row_ok.unsqueeze(1)
     gk = (ks.unsqueeze(1) + j).clamp(0, max(tk - 1, 0))
-    kc, vc = k[gk].to(cdt), v[gk].to(cdt)                                                # [R, C, Hk, D]
+    # Keys a row does not see are zeroed: they may be another segment's or padding rows (NaN in
+    # uninitialized memory), and a masked key still multiplies its V row by p = 0 (0 x NaN = NaN).
+    seen = visible[:, :, None, None]
+    kc = torch.where(seen, k[gk].to(cdt), torch.zeros((), dtype=cdt, device=dev))      # [R, C, Hk, D]
+    vc = torch.where(seen, v[gk].to(cdt), torch.zeros((), dtype=cdt, device=dev))      # [R, C, Hk, Dv]
     x = torch.einsum("rhgd,rchd->rhgc", qc, kc) * scale
     vis = visible[:, None, None, :]
     is0 = (j == 0) & visible

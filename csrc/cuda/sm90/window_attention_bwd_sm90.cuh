@@ -263,7 +263,8 @@ template <typename Tg, int kHeadDim, typename Sink, bool kStream>
 __global__ void __launch_bounds__(WindowBwdDqConfig<typename CuteElement<Tg>::type, kHeadDim, kStream>::kThreads,
                                   WindowBwdDqConfig<typename CuteElement<Tg>::type, kHeadDim, kStream>::kMinBlocksPerSm)
     window_attention_bwd_dq_sm90_kernel(const __grid_constant__ WindowAttentionBackwardParams p,
-                                        const __grid_constant__ WindowBwdShape shape) {
+                                        const __grid_constant__ WindowBwdShape shape,
+                                        const __grid_constant__ KvTileMaps maps) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using T = typename CuteElement<Tg>::type;
   using C = WindowBwdDqConfig<T, kHeadDim, kStream>;
@@ -286,7 +287,7 @@ __global__ void __launch_bounds__(WindowBwdDqConfig<typename CuteElement<Tg>::ty
       sm.d_ready[w].init(128);
     }
     for (int st = 0; st < kStages; ++st) {
-      sm.ready[st].init(kThreads);  // every thread's cp.async arrival: each copies a share of a tile
+      sm.ready[st].init(kThreads);  // every thread's cp.async arrival (+ the bytes of a TMA tile)
       sm.empty[st].init(kThreads);  // every thread, once no step of its warpgroup reads the tile again
     }
     cutlass::arch::fence_barrier_init();
@@ -349,7 +350,8 @@ __global__ void __launch_bounds__(WindowBwdDqConfig<typename CuteElement<Tg>::ty
     run.run_tiles(g_first, g_last);
     stream.start_segment(g_first);
     auto copy = [&](int st, int g) {
-      kv_copy.copy(k_smem + st * Copy::kTileBytes, v_smem + st * Copy::kTileBytes, p, k_start, g * 64, sk, hk);
+      kv_copy.load(maps, sm.ready[st], k_smem + st * Copy::kTileBytes, v_smem + st * Copy::kTileBytes, p, k_start,
+                   g * 64, sk, hk);
     };
     auto produce = [&]() { stream.produce(sm.ready, sm.empty, g_last, copy); };
     auto release_below = [&](int g) { stream.release_below(sm.ready, sm.empty, g, g_last, copy); };
@@ -731,7 +733,7 @@ void launch_window_attention_bwd(const WindowAttentionBackwardParams& p, const W
     constexpr auto dq_kernel = window_attention_bwd_dq_sm90_kernel<Tg, kHeadDim, Sink, kStream>;
     reserve_dynamic_smem<dq_kernel>(C::kSmemBytes, "window_attention_backward (sm90 dq)", true);
     dq_kernel<<<dim3(dq_shape.blocks, p.h_k * dq_shape.head_chunks, batch_z), C::kThreads, C::kSmemBytes, stream>>>(
-        p, dq_shape);
+        p, dq_shape, make_kv_tile_maps<kHeadDim, 64>(p));
     check_launch("window_attention_backward (sm90 dq)");
   };
   // the dq kernel writes the row terms the dk/dv kernel reads: same stream, in this order

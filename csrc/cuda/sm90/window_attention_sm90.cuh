@@ -133,7 +133,8 @@ template <typename Tg, int kHeadDim, typename Sink, bool kStream>
 __global__ void __launch_bounds__(WindowConfig<typename CuteElement<Tg>::type, kHeadDim, kStream>::kThreads,
                                   WindowConfig<typename CuteElement<Tg>::type, kHeadDim, kStream>::kMinBlocksPerSm)
     window_attention_sm90_kernel(const __grid_constant__ WindowAttentionParams p,
-                                 const __grid_constant__ window_attention::LaunchShape shape) {
+                                 const __grid_constant__ window_attention::LaunchShape shape,
+                                 const __grid_constant__ KvTileMaps maps) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using T = typename CuteElement<Tg>::type;
   using C = WindowConfig<T, kHeadDim, kStream>;
@@ -167,7 +168,7 @@ __global__ void __launch_bounds__(WindowConfig<typename CuteElement<Tg>::type, k
     for (int b = 0; b < C::kQBuffers; ++b)
       for (int w = 0; w < C::kConsumers; ++w) sm.q_ready[b][w].init(128);  // warpgroup w's cp.async arrivals
     for (int st = 0; st < kStages; ++st) {
-      sm.ready[st].init(kThreads);  // every thread's cp.async arrival: each copies a share of a tile
+      sm.ready[st].init(kThreads);  // every thread's cp.async arrival (+ the bytes of a TMA tile)
       sm.empty[st].init(kThreads);  // every thread, once no step of its warpgroup reads the tile again
     }
     cutlass::arch::fence_barrier_init();
@@ -207,7 +208,8 @@ __global__ void __launch_bounds__(WindowConfig<typename CuteElement<Tg>::type, k
     run.run_tiles(g_first, g_last);
     stream.start_segment(g_first);  // every tile of the previous segment was read and released
     auto copy = [&](int st, int g) {
-      kv_copy.copy(k_smem + st * Copy::kTileBytes, v_smem + st * Copy::kTileBytes, p, k_start, g * kBlockN, sk, hk);
+      kv_copy.load(maps, sm.ready[st], k_smem + st * Copy::kTileBytes, v_smem + st * Copy::kTileBytes, p, k_start,
+                   g * kBlockN, sk, hk);
     };
     auto produce = [&]() { stream.produce(sm.ready, sm.empty, g_last, copy); };
     auto release_below = [&](int g) { stream.release_below(sm.ready, sm.empty, g, g_last, copy); };
@@ -245,9 +247,9 @@ __global__ void __launch_bounds__(WindowConfig<typename CuteElement<Tg>::type, k
         bounds(pos0 + last, lo_last, hi_last);
       }
 
-      // The warpgroup's keys [k_first, k_last]: its first row's first key (down to a 16-key chunk)
-      // to its last row's last key, inside the step's tiles (step_tiles).
-      const int k_first = lo_first & ~15, k_last = wg_live ? hi_last : -1;
+      // The warpgroup's keys start at its first row's first key, down to a 16-key chunk (they end at
+      // its last row's last key, hi_last, inside the step's tiles: step_tiles).
+      const int k_first = lo_first & ~15;
       Tensor acc_o = partition_fragment_C(MmaPV{}, Shape<_64, Int<kHeadDim>>{});
       clear(acc_o);
       float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};  // raw logits / log2 units
@@ -339,7 +341,7 @@ void launch_window_attention(const WindowAttentionParams& p, const window_attent
   using C = WindowConfig<typename CuteElement<Tg>::type, kHeadDim, kStream>;
   constexpr auto kernel = window_attention_sm90_kernel<Tg, kHeadDim, Sink, kStream>;
   reserve_dynamic_smem<kernel>(C::kSmemBytes, "window_attention (sm90)");
-  kernel<<<grid, C::kThreads, C::kSmemBytes, stream>>>(p, shape);
+  kernel<<<grid, C::kThreads, C::kSmemBytes, stream>>>(p, shape, make_kv_tile_maps<kHeadDim, C::kBlockN>(p));
   check_launch("window_attention (sm90)");
 }
 

@@ -13,6 +13,7 @@
 #include "../mma_sm80.cuh"  // ptx::exp2_approx (MUFU.EX2 alone)
 #include "../sink_policy.cuh"
 #include "../window_bounds.cuh"
+#include "kv_tile_maps.cuh"
 #include "sinkops/window_attention_params.h"
 #include "wgmma.cuh"
 #include "window_attention_sm90_launch.cuh"  // kTileKeys
@@ -28,6 +29,7 @@ struct KMajorRows {
   template <int kRows>
   using Tiles = decltype(tile_to_shape(Atom{}, Shape<Int<kRows>, Int<kHeadDim>>{}, Step<_1, _2>{}));
   static constexpr int kAtomWidth = size<1>(Atom{});  // elements; a tile row r starts at r * kAtomWidth
+  static_assert(kAtomWidth == k_major_atom_width(kHeadDim), "the TMA boxes (kv_tile_maps.cuh) write these atoms");
 };
 
 // Named barrier 1 + wg (the 128 threads of consumer wg, up to 4): its staged output is complete / read.
@@ -328,6 +330,18 @@ struct KvTileCopy {
       cp_async_16_zfill_l2(v_dst + off[n], row_ok && v_ok ? v_src : v, row_ok && v_ok);
       k_src += kRowsPerPass * p.k_row_stride;
       v_src += kRowsPerPass * p.v_row_stride;
+    }
+  }
+  // The whole tile (key rows kt.. of the segment): by TMA from thread 0 when the host made `maps`
+  // and the tile lies inside the segment (kv_tile_maps.cuh says why only then); else this thread's
+  // share (copy). Either way the caller then arrives on `ready` (cp_async_arrive).
+  template <class Params>
+  __device__ __forceinline__ void load(const KvTileMaps& maps, Barrier& ready, uint32_t k_dst, uint32_t v_dst,
+                                       const Params& p, int64_t k_start, int kt, int sk, int hk) const {
+    if (maps.ok && sk - kt >= kRows) {  // CTA-uniform
+      if (threadIdx.x == 0) tma_kv_tile<kHeadDim, kRows>(maps, ready, k_dst, v_dst, int(k_start + kt), hk);
+    } else {
+      copy(k_dst, v_dst, p, k_start, kt, sk, hk);
     }
   }
 };

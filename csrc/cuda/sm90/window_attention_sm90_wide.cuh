@@ -82,7 +82,8 @@ struct WideWindowConfig {
 template <typename Tg, int kHeadDim, typename Sink>
 __global__ void __launch_bounds__(256, 1)
     window_attention_sm90_wide_kernel(const __grid_constant__ WindowAttentionParams p,
-                                      const __grid_constant__ window_attention::LaunchShape shape) {
+                                      const __grid_constant__ window_attention::LaunchShape shape,
+                                      const __grid_constant__ KvTileMaps maps) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using T = typename CuteElement<Tg>::type;
   using C = WideWindowConfig<T, kHeadDim>;
@@ -110,7 +111,7 @@ __global__ void __launch_bounds__(256, 1)
   if (threadIdx.x == 0) {
     for (int w = 0; w < C::kConsumers; ++w) sm.q_ready[w].init(128);  // warpgroup w's cp.async arrivals
     for (int st = 0; st < kStages; ++st) {
-      sm.ready[st].init(kThreads);  // every thread's cp.async arrival: each copies a share of a tile
+      sm.ready[st].init(kThreads);  // every thread's cp.async arrival (+ the bytes of a TMA tile)
       sm.empty[st].init(kThreads);  // every thread, once its warpgroup no longer reads the tile
     }
     cutlass::arch::fence_barrier_init();
@@ -147,7 +148,8 @@ __global__ void __launch_bounds__(256, 1)
     }
     stream.start_segment(g_first);
     auto copy = [&](int st, int g) {
-      kv_copy.copy(k_smem + st * C::Copy::kTileBytes, v_smem + st * C::Copy::kTileBytes, p, k_start, g * N, sk, hk);
+      kv_copy.load(maps, sm.ready[st], k_smem + st * C::Copy::kTileBytes, v_smem + st * C::Copy::kTileBytes, p, k_start,
+                   g * N, sk, hk);
     };
     auto produce = [&]() { stream.produce(sm.ready, sm.empty, g_last, copy); };
     auto release_below = [&](int g) { stream.release_below(sm.ready, sm.empty, g, g_last, copy); };
@@ -278,7 +280,7 @@ void launch_window_attention_wide(const WindowAttentionParams& p, const window_a
   using C = WideWindowConfig<typename CuteElement<Tg>::type, kHeadDim>;
   constexpr auto kernel = window_attention_sm90_wide_kernel<Tg, kHeadDim, Sink>;
   reserve_dynamic_smem<kernel>(C::kSmemBytes, "window_attention (sm90, wide windows)");
-  kernel<<<grid, C::kThreads, C::kSmemBytes, stream>>>(p, shape);
+  kernel<<<grid, C::kThreads, C::kSmemBytes, stream>>>(p, shape, make_kv_tile_maps<kHeadDim, C::kBlockN>(p));
   check_launch("window_attention (sm90, wide windows)");
 }
 
