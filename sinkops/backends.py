@@ -29,8 +29,8 @@ _REGISTERED: dict = {}
 # The order `auto` tries, per device type and op, from the H200 measurements in bench/NOTES.md.
 # On CUDA today the Triton kernels beat our mma.sync CUDA kernels for window attention (MiMo video
 # 16x1024 key0: 140 vs 190 µs) and sparse prefill (V4-Pro: 244 vs 201 TFLOP/s); on Hopper the CUDA
-# backend's sm_90a prefill (> 32 heads: 490 TFLOP/s) and sm_90a window kernel (d <= 128 but full
-# attention at d 64: 1.0-1.8x Triton) come first through CudaBackend.prefers().
+# backend's sm_90a prefill (> 32 heads: 490 TFLOP/s) and sm_90a window kernels (d <= 128: 1.05-2.3x
+# Triton) come first through CudaBackend.prefers().
 # The CUDA decode is 13x faster than Triton at batch 1. torch (vectorized PyTorch) runs anything anywhere, last.
 # CPU tensors go to the SYCL CPU device when that backend is built (bench/NOTES.md, "CPU").
 AUTO_ORDER = {

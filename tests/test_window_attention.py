@@ -441,13 +441,13 @@ def test_cuda_window_scale_edge_values(scale):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("d,hq,hk,window,sm90", [(64, 32, 8, (64, 64), True), (64, 32, 8, (-1, -1), False),
+@pytest.mark.parametrize("d,hq,hk,window,sm90", [(64, 32, 8, (64, 64), True), (64, 32, 8, (-1, -1), True),
                                                 (80, 16, 16, (64, 64), True), (128, 32, 8, (-1, -1), True),
                                                 (256, 8, 1, (64, 64), False)])
 def test_auto_window_on_the_gpu(d, hq, hk, window, sm90):
-    """On a Hopper GPU with the sm_90a kernels built, auto takes CUDA (its sm_90a kernel) for
-    d <= 128, except full attention at d 64 (Triton is 1.1x faster there), and Triton otherwise
-    (d 256: no sm_90a kernel); elsewhere Triton (the mma.sync kernel is slower than Triton)."""
+    """On a Hopper GPU with the sm_90a kernels built, auto takes CUDA (its sm_90a kernels) for
+    d <= 128 (since window v9 also full attention at d 64) and Triton otherwise (d 256: no sm_90a
+    kernel); elsewhere Triton (the mma.sync kernel is slower than Triton)."""
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA device")
     from sinkops import _build_info

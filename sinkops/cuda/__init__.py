@@ -63,9 +63,9 @@ class CudaBackend:
 
     def prefers(self, a) -> bool:
         """Whether `auto` should take this backend before the ones listed ahead of it: the sm_90a
-        kernels (on a Hopper GPU: window attention at d <= 128 but full attention at d 64, sparse
-        prefill above 32 heads, the window backward wherever it runs) are faster than the Triton
-        ones there (bench/NOTES.md); the mma.sync kernels are not."""
+        kernels (on a Hopper GPU: window attention at d <= 128, sparse prefill above 32 heads, the
+        window backward wherever it runs) are faster than the Triton ones there (bench/NOTES.md);
+        the mma.sync kernels are not."""
         if self.device_type != "cuda" or a.op not in self.ops or self.supports(a):
             return False
         if a.op == "window_attention_backward":
@@ -76,13 +76,9 @@ class CudaBackend:
         path = getattr(self.mod, a.op + "_path", None)
         if path is None:
             return False
-        if (a.op == "window_attention" and max(a.q.shape[-1], a.v.shape[-1]) <= 64
-                and (a.window_left < 0 or a.window_right < 0)):
-            # at d <= 64 with an unbounded side (full or causal attention) Triton is level (16x1024
-            # full, key0: 478 vs 466 µs on the wide-window kernel since v8; null / no sink 452 vs
-            # 487; causal not measured), so it stays; bounded windows at d 64 and every shape from
-            # d 80 up go to the sm_90a kernels (bench/NOTES.md "Window attention, sm90", "Window v8")
-            return False
+        # window attention: every shape it takes, since v9 also full attention at d 64 (16x1024,
+        # key0 / null / no sink: 428 / 435 / 434 µs vs Triton's 494 / - / 459; bench/NOTES.md
+        # "Window v9"); sparse prefill above 32 heads (the C++ path decides)
         return path(_native.template_for(self.mod, a), self._device(a.q)) == "sm90"
 
     def prepare(self, a):

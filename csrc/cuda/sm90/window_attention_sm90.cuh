@@ -1,8 +1,8 @@
 // Varlen window attention with sinks on Hopper (sm_90a) for NARROW windows (MiMo's +-64 and every
 // window whose consecutive blocks of rows share key tiles; window_attention_sm90_wide.cuh takes
 // full / causal / wide windows, window_attention_sm90.cu decides): warpgroup MMA with the
-// accumulators in registers, Q and the K/V tiles gathered with cp.async into swizzled shared
-// memory, mbarrier-synchronised (docs/DESIGN.md §2.1 for the math; bench/NOTES.md "Window
+// accumulators in registers, Q gathered with cp.async and whole K/V tiles loaded by TMA into
+// swizzled shared memory, mbarrier-synchronised (docs/DESIGN.md §2.1 for the math; bench/NOTES.md "Window
 // attention, sm90" for the numbers).
 //
 // Work split (why): at MiMo's +-64 windows the kernel is bound by instruction issue and the
@@ -27,9 +27,10 @@
 //    across tiles, one pass per window through a mirrored ring, lost to a third warpgroup at d 80
 //    and a fourth at d 64: bench/NOTES.md, "Window v6" and "v7".)
 //  * No producer warps: ptxas allocates every warp for the kernel's launch bound, whatever
-//    setmaxnreg does later (a producer next to the consumers could not launch or spilled). So all
-//    warpgroups copy: each its own Q rows, all threads a share of every K/V tile, up to kStages
-//    tiles ahead of the oldest one a thread still reads, through ready / empty mbarriers.
+//    setmaxnreg does later (a producer next to the consumers could not launch or spilled). So the
+//    warpgroups load: each its own Q rows, thread 0 every whole K/V tile by TMA (a tile that crosses
+//    its segment's end: all threads a share by cp.async), up to kStages tiles ahead of the oldest
+//    one a thread still reads, through ready / empty mbarriers (kv_tile_maps.cuh).
 //  * cu_seqlens values are clamped (window_bounds.cuh), rows outside the segment or past d / d_v
 //    are zero-filled and never read from global memory, so no value of them leaves the tensors.
 #pragma once

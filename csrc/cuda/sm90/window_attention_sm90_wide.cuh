@@ -16,7 +16,8 @@
 //  * One CTA per SM, one block of 128 rows (2 warpgroups x 64, GQA folded into M exactly as the
 //    narrow kernel folds it: row r of a warpgroup is head r / Pw, position r % Pw), 256 threads
 //    at up to 255 registers (S 64, P 32, O 64 per thread at d 128; 244 used). No producer warps:
-//    each thread copies a share of every K/V tile with cp.async, kStages - 1 tiles ahead, through
+//    thread 0 loads each whole K/V tile by TMA (a tile that crosses its segment's end: every
+//    thread a share by cp.async, zero-filled past the end), kStages - 1 tiles ahead, through
 //    ready / empty mbarriers (TileStream and KvTileCopy, shared with the narrow kernel).
 //  * Key tiles sit on a fixed grid from the segment's key 0 (tile g = keys 128 g ..), so the key0
 //    sink is one add on tile 0; the null sink is folded once per row at the end. Both come from
