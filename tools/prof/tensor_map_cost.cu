@@ -14,8 +14,8 @@ int main() {
   bool ok = true;
   const auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < n; ++i)  // a MiMo video K: 16384 rows x 8 heads x 64, boxes of 64 x 1 x 64
-    ok &= sinkops::cuda::sm90::encode_kv_map(map, true, static_cast<char*>(buf) + 16 * (i & 1023), 16384, 8, 64,
-                                             512, 64, 64, 64);
+    ok &= sinkops::cuda::sm90::encode_tile_map(map, true, static_cast<char*>(buf) + 16 * (i & 1023), 64,
+                                               {8, 64, 1}, {16384, 512, 64}, 64);
   const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / n;
   std::printf("cuTensorMapEncodeTiled: %.3f us per call (%s)\n", us, ok ? "ok" : "FAILED");
   return ok ? 0 : 2;

@@ -56,16 +56,22 @@ inline TensorMapEncoder tensor_map_encoder() {
   return encode;
 }
 
-// The map of one [rows, heads, cols] tensor (16-bit elements, strides in elements) with boxes of
-// (atom columns, 1 head, box_rows rows) in the atom's swizzle; false where TMA cannot express it.
-inline bool encode_kv_map(CUtensorMap& map, bool bf16, const void* base, int64_t rows, int heads, int cols,
-                          int64_t row_stride, int64_t head_stride, int atom, int box_rows) {
+// One outer dimension of a map: its size, its stride in elements, the box's extent along it.
+struct MapDim {
+  int64_t size, stride;
+  int box;
+};
+
+// The map of a 3-D view of 16-bit elements: `cols` contiguous columns, then outer dimensions a and b,
+// with boxes of (atom columns, a.box, b.box) in the atom's swizzle; false where TMA cannot express it.
+inline bool encode_tile_map(CUtensorMap& map, bool bf16, const void* base, int cols, MapDim a, MapDim b, int atom) {
   const TensorMapEncoder encode = tensor_map_encoder();
-  if (encode == nullptr || base == nullptr || rows < 1 || heads < 1 || cols < 1) return false;
-  if (heads == 1) head_stride = row_stride;  // (never stepped; TMA wants a multiple of 16 bytes)
-  const cuuint64_t dims[3] = {cuuint64_t(cols), cuuint64_t(heads), cuuint64_t(rows)};
-  const cuuint64_t strides[2] = {cuuint64_t(head_stride) * 2, cuuint64_t(row_stride) * 2};  // bytes
-  const cuuint32_t box[3] = {cuuint32_t(atom), 1, cuuint32_t(box_rows)};
+  if (encode == nullptr || base == nullptr || cols < 1 || a.size < 1 || b.size < 1) return false;
+  if (a.size == 1) a.stride = b.stride;  // (never stepped; TMA wants a multiple of 16 bytes)
+  if (b.size == 1) b.stride = a.stride;
+  const cuuint64_t dims[3] = {cuuint64_t(cols), cuuint64_t(a.size), cuuint64_t(b.size)};
+  const cuuint64_t strides[2] = {cuuint64_t(a.stride) * 2, cuuint64_t(b.stride) * 2};  // bytes
+  const cuuint32_t box[3] = {cuuint32_t(atom), cuuint32_t(a.box), cuuint32_t(b.box)};
   const cuuint32_t unit[3] = {1, 1, 1};
   const CUtensorMapSwizzle swizzle =
       atom == 64 ? CU_TENSOR_MAP_SWIZZLE_128B : atom == 32 ? CU_TENSOR_MAP_SWIZZLE_64B : CU_TENSOR_MAP_SWIZZLE_32B;
@@ -74,18 +80,45 @@ inline bool encode_kv_map(CUtensorMap& map, bool bf16, const void* base, int64_t
                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-// K and V maps for tiles of kRows keys at padded head dim kHeadDim. Params: the forward's or the
-// backward's (the same k / v fields). SINKOPS_WA90_TMA=0 turns them off (A/B runs, tests).
+// SINKOPS_WA90_TMA=0 turns every map off (A/B runs, tests): the kernels then copy with cp.async.
+inline bool tma_enabled() {
+  const char* env = std::getenv("SINKOPS_WA90_TMA");
+  return env == nullptr || *env != '0';
+}
+
+// K and V maps for tiles of kRows keys of one kv head at padded head dim kHeadDim: boxes of
+// (atom, 1 head, kRows rows). Params: the forward's or the backward's (the same k / v fields).
+// Encoding costs 0.09 µs a map on the H200's host (tools/prof/tensor_map_cost.cu): made per launch.
 template <int kHeadDim, int kRows, class Params>
 KvTileMaps make_kv_tile_maps(const Params& p) {
-  const char* env = std::getenv("SINKOPS_WA90_TMA");
-  const bool enabled = env == nullptr || *env != '0';
   KvTileMaps maps{};
   constexpr int atom = k_major_atom_width(kHeadDim);
   const bool bf16 = p.dtype == DType::kBFloat16;
-  maps.ok = enabled &&
-            encode_kv_map(maps.k, bf16, p.k, p.total_k, p.h_k, p.d, p.k_row_stride, p.k_head_stride, atom, kRows) &&
-            encode_kv_map(maps.v, bf16, p.v, p.total_k, p.h_k, p.d_v, p.v_row_stride, p.v_head_stride, atom, kRows);
+  maps.ok = tma_enabled() &&
+            encode_tile_map(maps.k, bf16, p.k, p.d, {p.h_k, p.k_head_stride, 1}, {p.total_k, p.k_row_stride, kRows},
+                            atom) &&
+            encode_tile_map(maps.v, bf16, p.v, p.d_v, {p.h_k, p.v_head_stride, 1}, {p.total_k, p.v_row_stride, kRows},
+                            atom);
+  return maps;
+}
+
+// Q and dO maps of the backward's dk/dv kernel, whose blocks are 64 rows = hc heads x pw positions,
+// head-major (row r: head r / pw, position r % pw): boxes of (atom, pw positions, hc heads).
+struct RowBlockMaps {
+  CUtensorMap q, dout;
+  int ok;
+};
+
+template <int kHeadDim, class Params>
+RowBlockMaps make_row_block_maps(const Params& p, int pw, int hc) {
+  RowBlockMaps maps{};
+  constexpr int atom = k_major_atom_width(kHeadDim);
+  const bool bf16 = p.dtype == DType::kBFloat16;
+  maps.ok = tma_enabled() &&
+            encode_tile_map(maps.q, bf16, p.q, p.d, {p.total_q, p.q_row_stride, pw}, {p.h_q, p.q_head_stride, hc},
+                            atom) &&
+            encode_tile_map(maps.dout, bf16, p.dout, p.d_v, {p.total_q, p.dout_row_stride, pw},
+                            {p.h_q, p.dout_head_stride, hc}, atom);
   return maps;
 }
 
@@ -106,6 +139,28 @@ __device__ __forceinline__ void tma_load_3d(uint32_t smem_dst, const CUtensorMap
       "[%5];\n" ::"r"(smem_dst),
       "l"(reinterpret_cast<uint64_t>(&map)), "r"(col), "r"(head), "r"(row), "r"(cast_smem_ptr_to_uint(&bar))
       : "memory");
+}
+
+// This thread's arrival on the barrier, which then also expects `bytes` before its phase completes.
+__device__ __forceinline__ void arrive_expect_tx(Barrier& bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(cast_smem_ptr_to_uint(&bar)),
+               "r"(bytes)
+               : "memory");
+}
+
+// A whole block of 64 rows (positions row.., heads head..) of Q and dO into q_dst / o_dst, column
+// atom by column atom; the calling thread's arrival (count 1) and the bytes complete `bar`.
+template <int kHeadDim>
+__device__ __forceinline__ void tma_row_block_pair(const RowBlockMaps& maps, Barrier& bar, uint32_t q_dst,
+                                                   uint32_t o_dst, int row, int head) {
+  constexpr int kAtom = k_major_atom_width(kHeadDim);
+  constexpr uint32_t kAtomBytes = 64 * kAtom * 2;
+  arrive_expect_tx(bar, 2 * kAtomBytes * (kHeadDim / kAtom));
+#pragma unroll
+  for (int a = 0; a < kHeadDim / kAtom; ++a) {
+    tma_load_3d(q_dst + a * kAtomBytes, maps.q, bar, a * kAtom, row, head);
+    tma_load_3d(o_dst + a * kAtomBytes, maps.dout, bar, a * kAtom, row, head);
+  }
 }
 
 // A whole tile of kRows keys (packed rows row.., kv head hk) of K and V into the stages at k_dst /

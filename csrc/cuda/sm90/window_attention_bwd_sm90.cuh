@@ -75,6 +75,7 @@ struct WindowBwdConfig {
     alignas(1024) T streamed[kStages_][2][64 * kHeadDim];  // [buffer]: dq: K, V tiles; dk/dv: Q, dO blocks
     // [buffer] each row's terms, one 16-byte load: dq {lse2, r, delta} in buffer 0; dk/dv {lse, r, delta}
     float4 rows[kStages_][64];
+    Barrier loaded[kStages_];  // dk/dv: [buffer] its Q and dO block by TMA (whole blocks inside the segment)
   };
   static constexpr int kSmemBytes = sizeof(Smem);
 };
@@ -518,7 +519,8 @@ __global__ void __launch_bounds__(WindowBwdDqConfig<typename CuteElement<Tg>::ty
 template <typename Tg, int kHeadDim, typename Sink>
 __global__ void __launch_bounds__(128, SINKOPS_WBWD_DKDV_CTAS)
     window_attention_bwd_dkdv_sm90_kernel(const __grid_constant__ WindowAttentionBackwardParams p,
-                                          const __grid_constant__ WindowBwdShape shape) {
+                                          const __grid_constant__ WindowBwdShape shape,
+                                          const __grid_constant__ RowBlockMaps maps) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using T = typename CuteElement<Tg>::type;
   using C = WindowBwdDkdvConfig<T, kHeadDim>;
@@ -539,6 +541,12 @@ __global__ void __launch_bounds__(128, SINKOPS_WBWD_DKDV_CTAS)
     zero_rows_outside(o, static_cast<Tg*>(p.dk), p.dk_row_stride, p.dk_head_stride, p.h_k, p.d);
     zero_rows_outside(o, static_cast<Tg*>(p.dv), p.dv_row_stride, p.dv_head_stride, p.h_k, p.d_v);
   }
+  if (t == 0) {
+    for (int i = 0; i < S; ++i) sm.loaded[i].init(1);  // thread 0's arrival with the block's bytes
+    cutlass::arch::fence_barrier_init();
+  }
+  __syncthreads();
+  uint32_t loaded_phase = 0;  // bit i: the phase of buffer i's next TMA block
 
   for (int b = blockIdx.z; b < p.batch; b += gridDim.z) {
     int64_t q_start, k_start;
@@ -571,18 +579,27 @@ __global__ void __launch_bounds__(128, SINKOPS_WBWD_DKDV_CTAS)
     // Block blk: head chunk blk / n_pos_blocks, positions m_lo + pw (blk % n_pos_blocks) ... (BlockCursor)
     // Blocks are loaded, then computed, in order: a cursor each (a division per block cost ~25 instructions).
     BlockCursor loading{hk * shape.group, m_lo}, computing{hk * shape.group, m_lo};
+    // A block that lies inside the segment comes by TMA when the host made the maps: its rows past
+    // the end would be another segment's or padding, which the MMAs must not see (0 x NaN).
+    auto whole_block = [&](int pos0) { return maps.ok && sq - pos0 >= pw; };
     auto load_block = [&](int buf) {
       const int h0 = loading.h0, pos0 = loading.pos0;
       loading.next(m_lo, pw, n_pos_blocks, hc);
       auto sQ = make_tensor(make_smem_ptr(sm.streamed[buf][0]), typename C::Tile{});
       auto sO = make_tensor(make_smem_ptr(sm.streamed[buf][1]), typename C::Tile{});
       const int64_t row0 = q_start + pos0;
-      copy_tile_pair<C>(sQ, sO, t,
-                        TileSource<Tg>{q + row0 * p.q_row_stride + int64_t(h0) * p.q_head_stride, int(p.q_row_stride),
-                                       int(p.q_head_stride), p.d},
-                        TileSource<Tg>{dout + row0 * p.dout_row_stride + int64_t(h0) * p.dout_head_stride,
-                                       int(p.dout_row_stride), int(p.dout_head_stride), p.d_v},
-                        pw - 1, pw_shift, sq - pos0, q);
+      if (whole_block(pos0)) {  // by TMA (kv_tile_maps.cuh); else zero-filled past the segment's end
+        if (t == 0)
+          tma_row_block_pair<kHeadDim>(maps, sm.loaded[buf], cast_smem_ptr_to_uint(sm.streamed[buf][0]),
+                                       cast_smem_ptr_to_uint(sm.streamed[buf][1]), int(row0), h0);
+      } else {
+        copy_tile_pair<C>(sQ, sO, t,
+                          TileSource<Tg>{q + row0 * p.q_row_stride + int64_t(h0) * p.q_head_stride,
+                                         int(p.q_row_stride), int(p.q_head_stride), p.d},
+                          TileSource<Tg>{dout + row0 * p.dout_row_stride + int64_t(h0) * p.dout_head_stride,
+                                         int(p.dout_row_stride), int(p.dout_head_stride), p.d_v},
+                          pw - 1, pw_shift, sq - pos0, q);
+      }
       if (t < 64) {
         // The row terms {lse, r, delta} land with the block's tiles (plain loads here would stall the
         // warp a memory round trip every block). Rows past the segment are zero-filled: they are
@@ -620,6 +637,10 @@ __global__ void __launch_bounds__(128, SINKOPS_WBWD_DKDV_CTAS)
       cp_async_commit();
       cp_async_wait_group<S - 1>();
       __syncthreads();  // every thread's copies of this block (and of the key tile) have landed
+      if (whole_block(computing.pos0)) {  // CTA-uniform
+        sm.loaded[buf].wait((loaded_phase >> buf) & 1);
+        loaded_phase ^= 1u << buf;
+      }
       auto sQ = make_tensor(make_smem_ptr(sm.streamed[buf][0]), typename C::Tile{});
       auto sO = make_tensor(make_smem_ptr(sm.streamed[buf][1]), typename C::Tile{});
       auto sQt = make_tensor(make_smem_ptr(sm.streamed[buf][0]), typename C::TileT{});
@@ -746,7 +767,8 @@ void launch_window_attention_bwd(const WindowAttentionBackwardParams& p, const W
   constexpr int kDkdvSmem = WindowBwdDkdvConfig<T, kHeadDim>::kSmemBytes;
   constexpr auto dkdv_kernel = window_attention_bwd_dkdv_sm90_kernel<Tg, kHeadDim, Sink>;
   reserve_dynamic_smem<dkdv_kernel>(kDkdvSmem, "window_attention_backward (sm90 dk/dv)", true);
-  dkdv_kernel<<<dim3(dkdv_shape.blocks, p.h_k, batch_z), 128, kDkdvSmem, stream>>>(p, dkdv_shape);
+  dkdv_kernel<<<dim3(dkdv_shape.blocks, p.h_k, batch_z), 128, kDkdvSmem, stream>>>(
+      p, dkdv_shape, make_row_block_maps<kHeadDim>(p, dkdv_shape.pw, dkdv_shape.hc));
   check_launch("window_attention_backward (sm90 dk/dv)");
 }
 
