@@ -1,6 +1,7 @@
 // The backward of varlen window attention with sinks on Hopper (sm_90a): a dq kernel and a dk/dv
-// kernel, warpgroup MMA with the accumulators in registers, tiles copied with cp.async into
-// swizzled shared memory, double-buffered (docs/DESIGN.md §6 for the math; bench/NOTES.md
+// kernel, warpgroup MMA with the accumulators in registers, whole K/V tiles and Q/dO blocks loaded
+// by TMA (kv_tile_maps.cuh; those that cross a segment's end copied with cp.async) into swizzled
+// shared memory, double-buffered (docs/DESIGN.md §6 for the math; bench/NOTES.md
 // "Window backward, sm90" for the numbers). No atomics: every gradient element has one writer, so
 // the result is deterministic.
 //
@@ -24,8 +25,9 @@
 //    blocks whose windows reach the tile (every head chunk) stream through two buffers.
 //    S^T = K Q^T, dP^T = V dO^T (SS: the accumulators' columns are query rows, whose row terms are
 //    read per column from shared memory), dV += P^T dO, dK += dX^T Q (RS, dO and Q viewed [d, 64 rows]).
-//  * cu_seqlens values are clamped (window_bounds.cuh); rows and channels outside the tensors are
-//    zero-filled by cp.async and never read, so no value of them leaves the tensors.
+//  * cu_seqlens values are clamped (window_bounds.cuh); rows outside the segment and channels
+//    outside the tensors are zero-filled (cp.async, TMA's bounds) and never read, so no value of
+//    them leaves the tensors.
 //  * Every gradient element is written (the caller does not zero-fill): rows of a segment by their
 //    blocks, rows in no segment with zeros by every CTA's threads, a share each (zero_rows_outside).
 #pragma once

@@ -43,7 +43,11 @@ namespace sinkops::cuda::sm90 {
 template <typename T, int kHeadDim_>
 struct WideWindowConfig {
   static constexpr int kHeadDim = kHeadDim_;  // the padded head dim of q, k and v (d, d_v <= it)
-  static constexpr int kConsumers = 2;        // warpgroups of 64 rows
+#ifndef SINKOPS_WA90W_D64_WARPGROUPS
+#define SINKOPS_WA90W_D64_WARPGROUPS 2
+#endif
+  // warpgroups of 64 rows (SINKOPS_WA90W_D64_WARPGROUPS at d <= 64: tuning runs only)
+  static constexpr int kConsumers = kHeadDim <= 64 ? SINKOPS_WA90W_D64_WARPGROUPS : 2;
   static constexpr int kThreads = 128 * kConsumers;
   static constexpr int kCtaRows = 64 * kConsumers;
   // Keys per tile (SINKOPS_WA90W_BLOCK_N: tuning runs only).
@@ -81,7 +85,7 @@ struct WideWindowConfig {
 
 // Sink: sink::Key0Sink or sink::NullSink (no sink = NullSink without a sinks tensor).
 template <typename Tg, int kHeadDim, typename Sink>
-__global__ void __launch_bounds__(256, 1)
+__global__ void __launch_bounds__(WideWindowConfig<typename CuteElement<Tg>::type, kHeadDim>::kThreads, 1)
     window_attention_sm90_wide_kernel(const __grid_constant__ WindowAttentionParams p,
                                       const __grid_constant__ window_attention::LaunchShape shape,
                                       const __grid_constant__ KvTileMaps maps) {
