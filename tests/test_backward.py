@@ -188,6 +188,37 @@ def test_window_backward_dq_runs_of_steps(target, c, steps, loads, monkeypatch):
     _check_window_backward(target, c)
 
 
+@pytest.mark.parametrize("window", [(-1, -1), (16, 16)])
+@pytest.mark.parametrize("target", params(WINDOW_BACKWARD_TARGETS))
+def test_window_backward_keys_outside_a_segment_never_reach_it(target, window):
+    """The backward twin of the forward's test: NaN in another segment's q, k, v, out, dO, dlse and in
+    the padding rows after cu_seqlens[-1] leaves the other segments' dq, dk, dv exact (the sm_90a
+    kernels load by TMA only K/V tiles and Q/dO blocks that lie inside their segment)."""
+    lens, pad, hq, d = [70, 30, 131], 20, 4, 64
+    case = make_window_case(lens + [pad], hq=hq, hk=2, d=d, device=target.device)
+    cu = torch.tensor([0, 70, 100, 231], dtype=torch.int32, device=target.device)
+    sinks = sinks_like(hq, "mimo").to(target.device)
+    q, k, v = case["q"], case["k"], case["v"]
+    for t in (q, k, v):
+        t[70:100] = float("nan")
+        t[231:] = float("nan")
+    out, lse = sinkops.window_attention(q, k, v, cu, cu, 131, 131, window_size=window, sinks=sinks, sink_mode="key0",
+                                        return_lse=True, backend=target.backend)
+    g_out = torch.randn_like(out)
+    dlse = torch.where(torch.isfinite(lse), torch.randn_like(lse), 0.0)
+    g_out[70:100], g_out[231:], dlse[:, 70:100] = float("nan"), float("nan"), float("nan")
+    got = torch.ops.sinkops.window_attention_backward(g_out, dlse, q, k, v, out, lse, cu, cu, 131, 131, window[0],
+                                                      window[1], d ** -0.5, sinks, "key0", False, target.backend)
+    rows = torch.cat([torch.arange(70), torch.arange(100, 231)]).to(q.device)
+    two = torch.tensor([0, 70, 201], dtype=torch.int32, device=q.device)
+    args = (two, two, window, False, d ** -0.5, sinks, "key0")
+    clean = [t[rows] for t in (g_out, q, k, v)]
+    want = reference.window_attention_backward(*(t.double() for t in clean), *args, dlse=dlse[:, rows].double())
+    base = reference.window_attention_backward(*clean, *args, dlse=dlse[:, rows], compute_dtype=q.dtype)
+    for name, a, w, b in zip(("dq", "dk", "dv"), got, want, base):
+        check_grad(a[rows], w, b, f"{target} {name} beside NaN segments", q.dtype)
+
+
 def _check_window_backward(target, c):
     """The target's gradients of one WINDOW_CASES case against the float64 oracle (check_grad)."""
     case = make_window_case(c["lq"], c["lk"], c["hq"], c["hk"], c["d"], c["dv"], dtype=c["dtype"], device=target.device)

@@ -97,10 +97,14 @@ def window_attention_backward(a) -> None:
             dx = prob * (r.unsqueeze(-1) * dp - delta.unsqueeze(-1))
             dq += torch.einsum("rhgc,rchd->rhgd", dx, kc)
             flat = gk.reshape(-1)
-            _scatter_add(dk, flat, torch.einsum("rhgc,rhgd->rchd", dx, qc).reshape(-1, hk, d) * a.scale,
-                         WINDOW_DETERMINISTIC)
-            _scatter_add(dv_acc, flat, torch.einsum("rhgc,rhgd->rchd", prob * r.unsqueeze(-1), do).reshape(-1, hk, dv),
-                         WINDOW_DETERMINISTIC)
+            # A key a row does not see gets exactly nothing from it: gk clamps such keys onto other
+            # segments' rows, and the row's own q / dout may be NaN (another segment, padding): 0 x NaN.
+            seen = vis.any(dim=(1, 2))[:, :, None, None]                                 # [R, C, 1, 1]
+            zero = torch.zeros((), dtype=cdt, device=dev)
+            dk_part = torch.where(seen, torch.einsum("rhgc,rhgd->rchd", dx, qc), zero)
+            dv_part = torch.where(seen, torch.einsum("rhgc,rhgd->rchd", prob * r.unsqueeze(-1), do), zero)
+            _scatter_add(dk, flat, dk_part.reshape(-1, hk, d) * a.scale, WINDOW_DETERMINISTIC)
+            _scatter_add(dv_acc, flat, dv_part.reshape(-1, hk, dv), WINDOW_DETERMINISTIC)
             if mode == 1:
                 dsinks += torch.where(is0[:, None, None, :], dx, torch.zeros((), dtype=cdt, device=dev)).sum(dim=(0, 3))
         if mode == 1:  # +inf key0 sink: the rows that see key 0 output v_0, so v_0 takes their dout
