@@ -131,13 +131,13 @@ __device__ __forceinline__ void expect_tx(Barrier& bar, uint32_t bytes) {
                : "memory");
 }
 
-// One box of a 3-D map at coordinates (col, head, row) into shared memory; completes its bytes on bar.
-__device__ __forceinline__ void tma_load_3d(uint32_t smem_dst, const CUtensorMap& map, Barrier& bar, int col,
-                                            int head, int row) {
+// One box of a 3-D map at coordinates (col, c1, c2) into shared memory; completes its bytes on bar.
+__device__ __forceinline__ void tma_load_3d(uint32_t smem_dst, const CUtensorMap& map, Barrier& bar, int col, int c1,
+                                            int c2) {
   asm volatile(
       "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], "
       "[%5];\n" ::"r"(smem_dst),
-      "l"(reinterpret_cast<uint64_t>(&map)), "r"(col), "r"(head), "r"(row), "r"(cast_smem_ptr_to_uint(&bar))
+      "l"(reinterpret_cast<uint64_t>(&map)), "r"(col), "r"(c1), "r"(c2), "r"(cast_smem_ptr_to_uint(&bar))
       : "memory");
 }
 
@@ -148,34 +148,40 @@ __device__ __forceinline__ void arrive_expect_tx(Barrier& bar, uint32_t bytes) {
                : "memory");
 }
 
-// A whole block of 64 rows (positions row.., heads head..) of Q and dO into q_dst / o_dst, column
-// atom by column atom; the calling thread's arrival (count 1) and the bytes complete `bar`.
-template <int kHeadDim>
-__device__ __forceinline__ void tma_row_block_pair(const RowBlockMaps& maps, Barrier& bar, uint32_t q_dst,
-                                                   uint32_t o_dst, int row, int head) {
+// Bytes of a pair of tiles of kRows rows at padded head dim kHeadDim (what the barrier expects).
+template <int kHeadDim, int kRows>
+constexpr uint32_t kTilePairBytes = 2 * kRows * kHeadDim * 2;
+
+// A pair of tiles of kRows rows (maps a and b at outer coordinates c1, c2) into a_dst / b_dst,
+// column atom by column atom (each [kRows, atom], as KMajorRows lays them out); completes on bar.
+template <int kHeadDim, int kRows>
+__device__ __forceinline__ void tma_tile_pair(const CUtensorMap& a, const CUtensorMap& b, Barrier& bar, uint32_t a_dst,
+                                              uint32_t b_dst, int c1, int c2) {
   constexpr int kAtom = k_major_atom_width(kHeadDim);
-  constexpr uint32_t kAtomBytes = 64 * kAtom * 2;
-  arrive_expect_tx(bar, 2 * kAtomBytes * (kHeadDim / kAtom));
+  constexpr uint32_t kAtomBytes = kRows * kAtom * 2;
 #pragma unroll
-  for (int a = 0; a < kHeadDim / kAtom; ++a) {
-    tma_load_3d(q_dst + a * kAtomBytes, maps.q, bar, a * kAtom, row, head);
-    tma_load_3d(o_dst + a * kAtomBytes, maps.dout, bar, a * kAtom, row, head);
+  for (int i = 0; i < kHeadDim / kAtom; ++i) {
+    tma_load_3d(a_dst + i * kAtomBytes, a, bar, i * kAtom, c1, c2);
+    tma_load_3d(b_dst + i * kAtomBytes, b, bar, i * kAtom, c1, c2);
   }
 }
 
+// A whole block of 64 rows (positions row.., heads head..) of Q and dO into q_dst / o_dst; the
+// calling thread's arrival (count 1) and the bytes complete `bar`.
+template <int kHeadDim>
+__device__ __forceinline__ void tma_row_block_pair(const RowBlockMaps& maps, Barrier& bar, uint32_t q_dst,
+                                                   uint32_t o_dst, int row, int head) {
+  arrive_expect_tx(bar, kTilePairBytes<kHeadDim, 64>);
+  tma_tile_pair<kHeadDim, 64>(maps.q, maps.dout, bar, q_dst, o_dst, row, head);
+}
+
 // A whole tile of kRows keys (packed rows row.., kv head hk) of K and V into the stages at k_dst /
-// v_dst, column atom by column atom; the caller's thread then arrives on `ready` like every other.
+// v_dst; the caller's thread then arrives on `ready` like every other.
 template <int kHeadDim, int kRows>
 __device__ __forceinline__ void tma_kv_tile(const KvTileMaps& maps, Barrier& ready, uint32_t k_dst, uint32_t v_dst,
                                             int row, int hk) {
-  constexpr int kAtom = k_major_atom_width(kHeadDim);
-  constexpr uint32_t kAtomBytes = kRows * kAtom * 2;
-  expect_tx(ready, 2 * kAtomBytes * (kHeadDim / kAtom));
-#pragma unroll
-  for (int a = 0; a < kHeadDim / kAtom; ++a) {
-    tma_load_3d(k_dst + a * kAtomBytes, maps.k, ready, a * kAtom, hk, row);
-    tma_load_3d(v_dst + a * kAtomBytes, maps.v, ready, a * kAtom, hk, row);
-  }
+  expect_tx(ready, kTilePairBytes<kHeadDim, kRows>);
+  tma_tile_pair<kHeadDim, kRows>(maps.k, maps.v, ready, k_dst, v_dst, hk, row);
 }
 
 }  // namespace sinkops::cuda::sm90
