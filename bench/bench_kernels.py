@@ -63,21 +63,34 @@ def try_or_none(fn, what):
         return None
 
 
-class Sm80Path:
-    """SINKOPS_CUDA_SM80=1 inside the block: the CUDA backend takes its portable (mma.sync) kernels.
-    The decode plans are dropped on the way in and out: its split plan follows the kernel family."""
+class EnvPath:
+    """`name`=`value` in the environment inside the block (a CUDA kernel-family switch). The decode
+    plans are dropped on the way in and out: its split plan follows the kernel family."""
+
+    def __init__(self, name, value):
+        self.name, self.value = name, value
 
     def _drop_plans(self):
         from sinkops.ops import decode
         decode._PLANS.clear()
 
     def __enter__(self):
-        os.environ["SINKOPS_CUDA_SM80"] = "1"
+        os.environ[self.name] = self.value
         self._drop_plans()
 
     def __exit__(self, *exc):
-        os.environ.pop("SINKOPS_CUDA_SM80", None)
+        os.environ.pop(self.name, None)
         self._drop_plans()
+
+
+def Sm80Path():
+    """SINKOPS_CUDA_SM80=1 inside the block: the CUDA backend takes its portable (mma.sync) kernels."""
+    return EnvPath("SINKOPS_CUDA_SM80", "1")
+
+
+def Sm90WideHeadsPath():
+    """SINKOPS_DECODE_FEW_HEADS=0 inside the block: decode at <= 32 heads takes the 64-head sm90 kernel."""
+    return EnvPath("SINKOPS_DECODE_FEW_HEADS", "0")
 
 
 def window_cases(quick):

@@ -1,6 +1,7 @@
 """Sparse MLA decode over the FP8 paged caches side by side (GPU only): FlashMLA, sinkops CUDA on
-its sm_90a path and on its sm80 path (SINKOPS_CUDA_SM80=1), and sinkops Triton, in one run, on
-issue 10's shapes (random valid top-k slots in a 65536-token pool of 64-token pages, sinks).
+its sm_90a path (at <= 32 heads the few-heads kernel, and the 64-head kernel beside it with
+SINKOPS_DECODE_FEW_HEADS=0) and on its sm80 path (SINKOPS_CUDA_SM80=1), and sinkops Triton, in one
+run, on issue 10's shapes (random valid top-k slots in a 65536-token pool of 64-token pages, sinks).
 
 Every row: CUDA-graph replay (kernel time, split + combine included) for each, TFLOP/s (useful
 FLOPs: FlashMLA pads 8 heads to 64, its rate is counted on the real heads), the floors (gathered
@@ -20,7 +21,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_kernels import Sm80Path, eager_us, graph_us  # noqa: E402
+from bench_kernels import Sm80Path, Sm90WideHeadsPath, eager_us, graph_us  # noqa: E402
 from bench_kernels import try_or_none as _try  # noqa: E402
 from bench_sparse_mla_prefill import matmul_rate  # noqa: E402
 
@@ -34,6 +35,10 @@ CASES = [  # name, layout, b, s_q, h_q, topk
     ("V4 b1 h64 k640", "v4", 1, 1, 64, 640),
     ("V4 b64 h8 k640 (TP8)", "v4", 64, 1, 8, 640),
     ("V3.2 b1 h128 k2048", "v32", 1, 1, 128, 2048),
+    ("V4 b1 h8 k640 (TP8)", "v4", 1, 1, 8, 640),
+    ("V4 b128 s2 h16 k1152 (Pro TP8)", "v4", 128, 2, 16, 1152),
+    ("V3.2 b64 h16 k2048 (TP8)", "v32", 64, 1, 16, 2048),
+    ("V4 b64 h32 k640 (TP2)", "v4", 64, 1, 32, 640),
 ]
 
 
@@ -74,9 +79,9 @@ def main():
     peak, bw = matmul_rate(dev), copy_bandwidth(dev)
     print(f"\n### sparse MLA FP8 decode, {POOL_TOKENS}-token pool, page {BLOCK}, random valid top-k, attn_sink; "
           f"bf16 matmul {peak / 1e12:.0f} TFLOP/s, copy {bw / 1e12:.2f} TB/s; {torch.cuda.get_device_name()}\n")
-    print("| case | floor µs (bytes / FLOPs) | FlashMLA µs (TFLOP/s) | sm90 µs (TFLOP/s) | sm80 µs (TFLOP/s) | "
-          "Triton µs (TFLOP/s) | FlashMLA / sm90 | eager sm90 / FlashMLA µs | max |Δ| vs FlashMLA |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| case | floor µs (bytes / FLOPs) | FlashMLA µs (TFLOP/s) | sm90 µs (TFLOP/s) | sm90 64-head kernel µs "
+          "| sm80 µs (TFLOP/s) | Triton µs (TFLOP/s) | FlashMLA / sm90 | eager sm90 / FlashMLA µs | max |Δ| vs FlashMLA |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     rows = []
     for name, layout, b, sq, hq, topk in (CASES[:1] + CASES[3:5] if args.quick else CASES):
         q, cache, idx, sink, scale = make_case(layout, b, sq, hq, topk, dev)
@@ -90,6 +95,10 @@ def main():
             return lambda: sinkops.sparse_mla_decode(q, cache, idx, scale, sink, layout=layout, backend=backend)
 
         t90 = _try(lambda: graph_us(ours()), "sm90")
+        t90w = None
+        if hq <= 32:  # the few-heads kernel took it: the 64-head kernel beside it
+            with Sm90WideHeadsPath():
+                t90w = _try(lambda: graph_us(ours()), "sm90 64-head kernel")
         with Sm80Path():
             t80 = _try(lambda: graph_us(ours()), "sm80")
         ttr = _try(lambda: graph_us(ours("triton")), "triton")
@@ -113,12 +122,13 @@ def main():
                 diff = (mine.float() - ref[0][:, :, :hq].float()).abs().max().item()
         row = dict(case=name, layout=layout, b=b, s_q=sq, hq=hq, topk=topk, flops=flops,
                    floor_bytes_us=floor_bytes, floor_flops_us=floor_flops, flashmla_us=tfm, sm90_us=t90,
-                   sm80_us=t80, triton_us=ttr, eager_sm90_us=e90, eager_flashmla_us=efm, max_abs_diff=diff)
+                   sm90_64_head_kernel_us=t90w, sm80_us=t80, triton_us=ttr, eager_sm90_us=e90, eager_flashmla_us=efm, max_abs_diff=diff)
         rows.append(row)
         f = lambda us: "n/a" if us is None else f"{us:.1f} ({tf(us):.0f})"  # noqa: E731
         ratio = "n/a" if (t90 is None or tfm is None) else f"{tfm / t90:.2f}x"
         eag = f"{'n/a' if e90 is None else f'{e90:.1f}'} / {'n/a' if efm is None else f'{efm:.1f}'}"
-        print(f"| {name} | {floor_bytes:.1f} / {floor_flops:.1f} | {f(tfm)} | {f(t90)} | {f(t80)} | {f(ttr)} "
+        w = "—" if t90w is None else f"{t90w:.1f}"
+        print(f"| {name} | {floor_bytes:.1f} / {floor_flops:.1f} | {f(tfm)} | {f(t90)} | {w} | {f(t80)} | {f(ttr)} "
               f"| {ratio} | {eag} | {'n/a' if diff is None else f'{diff:.2e}'} |", flush=True)
         del q, idx, cache
         torch.cuda.empty_cache()

@@ -265,3 +265,61 @@ def test_cuda_sm80_path_on_hopper(monkeypatch, layout, shape):
     decode_op._PLANS.clear()
     assert helpers.rel_l2(fast.float(), portable.float()) < 5e-3
     assert torch.allclose(lse_fast, lse_portable, rtol=1e-4, atol=1e-4)
+
+
+# (b, s_q, hq, topk, num_tokens, extra, sink kind): the few-heads kernel's N = 8 and 16, split
+# (the combine) and single-pass (b * s_q >= CTAs per SM x 132 SMs) plans, partial blocks, both
+# pools; 17 heads: the first count the 64-head kernel takes.
+FEW_HEADS_SHAPES = [
+    (64, 1, 8, 640, 4096, False, "dsv4"),    # V4-Flash at TP-8
+    (400, 1, 8, 128, 2048, True, "mixed"),   # single pass (3 CTAs per SM for v4, 2 for v32)
+    (1, 1, 1, 1, 100, False, "dsv4"),        # one key, one head
+    (3, 2, 5, 64, 500, True, "mixed"),
+    (16, 2, 16, 1152, 8192, True, "dsv4"),   # V4-Pro at TP-8
+    (1, 1, 16, 2048, 8192, False, "large"),  # 32 splits of one block
+    (7, 1, 12, 640, 4096, False, "mixed"),
+    (200, 2, 16, 64, 1000, False, None),     # single pass at N = 16
+    (5, 1, 17, 100, 1000, True, "dsv4"),     # 17 heads and more: the 64-head kernel by default
+    (2, 1, 64, 640, 4096, False, "mixed"),   # ... and the few-heads kernel in 16-head blocks when forced
+    (1, 1, 64, 640, 4096, True, "dsv4"),     # batch 1: 16-head blocks by default (the other kernel idles SMs)
+    (1, 2, 128, 2048, 8192, True, "dsv4"),
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("shape", FEW_HEADS_SHAPES, ids=lambda s: "b{}_sq{}_h{}_k{}_n{}_x{}_{}".format(*s))
+def test_cuda_few_heads_kernel_on_hopper(monkeypatch, layout, shape):
+    """On Hopper at most 16 heads take the few-heads kernel (keys in the MMA's M, heads in N: no
+    padding to 64 heads); SINKOPS_DECODE_FEW_HEADS=0 gives the 64-head kernel, =1 the few-heads one
+    for any head count (16-head blocks). All match the oracle and each other, with rows cut by
+    topk_length (row 0 sees no key at all)."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    from sinkops.ops import decode as decode_op
+
+    target = BY_NAME["cuda"]
+    b, s_q, hq, topk, n_tok, extra, kind = shape
+    case = helpers.make_sparse_decode_case(b, s_q, hq, layout, topk, n_tok, device="cuda", extra=extra)
+    if b >= 3:
+        g = torch.Generator().manual_seed(int.from_bytes(os.urandom(4), "little"))
+        tl = torch.randint(0, topk + 1, (b,), generator=g, dtype=torch.int32)
+        tl[0] = 0
+        case["topk_length"] = tl.cuda()
+        if extra:
+            etl = torch.randint(0, case["extra_indices"].shape[-1] + 1, (b,), generator=g, dtype=torch.int32)
+            etl[0] = 0
+            case["extra_topk_length"] = etl.cuda()
+    sink = _sink(hq, kind)
+    decode_op._PLANS.clear()
+    few, lse_few = check_against_oracle(target, case, sink, f"{layout} {shape} default kernel")
+    runs = [("0", "64-head kernel")] + ([("1", "few-heads kernel, 16-head blocks")] if hq > 16 else [])
+    for setting, name in runs:
+        monkeypatch.setenv("SINKOPS_DECODE_FEW_HEADS", setting)
+        decode_op._PLANS.clear()
+        other, lse_other = check_against_oracle(target, case, sink, f"{layout} {shape} {name}")
+        decode_op._PLANS.clear()
+        assert helpers.rel_l2(few.float(), other.float()) < 5e-3
+        assert torch.allclose(lse_few, lse_other, rtol=1e-4, atol=1e-4)
+    if b >= 3:
+        assert torch.equal(few[0], torch.zeros_like(few[0])) and torch.isposinf(lse_few[0]).all()

@@ -1,4 +1,5 @@
 // Launcher of sparse MLA decode (cuda_api.h): validation, the split-k plan, main kernel, combine.
+#include <cstdlib>
 #include <string>
 
 #include "kernel_launch.cuh"
@@ -75,28 +76,71 @@ void check_call(const SparseMlaDecodeParams& p) {
   if (p.extra.cache == nullptr && p.extra.topk > 0) throw Error("sparse_mla_decode: extra.topk > 0 without extra.cache");
 }
 
-// The one place the kernel family is chosen: on Hopper the wgmma kernel (any head count: both
-// families pad to 64-head tiles), else the mma.sync one. (Until decode v4 a single (row, 64-head
-// block) call kept the mma.sync kernel; since v4's 64-key split unit the sm_90a kernel is faster
-// there too: batch 1 at 64 heads 12.8 vs 13.9 us, bench/NOTES.md "Sparse MLA decode, sm90".)
-// Shapes and the device only, so the plan (which follows the family's key granularity) is the same
-// for every call of a batch.
-bool takes_sm90(const SparseMlaDecodeParams& p, const DeviceInfo& info) {
+// The kernel families of sparse MLA decode.
+enum class DecodeKernel {
+  kSm80,          // sparse_mla_decode.cuh: mma.sync, 64-head CTAs (A100-class GPUs, SINKOPS_CUDA_SM80=1)
+  kSm90,          // sm90/sparse_mla_decode_sm90.cuh: wgmma, 64-head CTAs (heads in the MMA's M)
+  kSm90FewHeads,  // sm90/sparse_mla_decode_few_heads_sm90.cuh: wgmma, h_q <= 16, heads in the MMA's N
+};
+
 #ifdef SINKOPS_SM90
-  return use_sm90(info) && sm90::sparse_mla_decode_smem_bytes(p.d_qk) <= info.smem_optin;
+// SINKOPS_DECODE_FEW_HEADS: "0" keeps the few-heads kernel off, "1" takes it for every head count
+// (in 16-head blocks), unset: the measured default below. Read per call, so tests and benchmarks
+// compare the kernels in one process.
+int few_heads_setting() {
+  const char* env = std::getenv("SINKOPS_DECODE_FEW_HEADS");
+  return env == nullptr || env[0] == '\0' ? -1 : env[0] == '0' ? 0 : 1;
+}
+#endif
+
+#ifdef SINKOPS_SM90
+// Above 16 heads the few-heads kernel runs in 16-head blocks, which repeats each row's gather and
+// conversion per block: it pays only where the 64-head kernel's plan leaves almost every SM idle,
+// at most an eighth of them busy (batch 1 at 64 heads: 10 CTAs, 12.2 -> 10.3 us with 40 16-head
+// CTAs; V3.2 batch 1 at 128 heads: 64 CTAs, 15.6 -> 17.1 us; batch 16 at 64 heads 17.0 -> 20.8;
+// bench/NOTES.md "Decode, few heads" v1.2).
+bool few_heads_blocks_pay(const SparseMlaDecodeParams& p, const DeviceInfo& info) {
+  SparseMlaDecodeParams wide = p;
+  plan_splits(wide, info.sm_count, {sm90::sparse_mla_decode_step_keys(), kHeadsPerCta, 1});
+  const int64_t ctas = int64_t(p.b) * p.s_q * ((p.h_q + kHeadsPerCta - 1) / kHeadsPerCta) * wide.num_splits;
+  return ctas * 8 <= info.sm_count;
+}
+#endif
+
+// The one place the kernel family is chosen. On Hopper: at most 16 heads take the few-heads
+// kernel (no padding to 64 heads: bench/NOTES.md "Decode, few heads"), and more heads too where
+// few_heads_blocks_pay; the rest the 64-head wgmma kernel (since decode v4 also for a single (row,
+// head block): batch 1 at 64 heads 12.8 vs 13.9 us on the mma.sync kernel); elsewhere the mma.sync
+// kernel. Shapes and the device only, so the plan (which follows the family's PlanShape) is the
+// same for every call of a batch.
+DecodeKernel decode_kernel(const SparseMlaDecodeParams& p, const DeviceInfo& info) {
+#ifdef SINKOPS_SM90
+  if (use_sm90(info)) {
+    const int few = few_heads_setting();
+    const bool few_fits = sm90::sparse_mla_decode_few_heads_smem_bytes(p.d_qk, p.h_q) <= info.smem_optin;
+    const bool few_by_default = p.h_q <= sm90::sparse_mla_decode_few_heads_max() || few_heads_blocks_pay(p, info);
+    if (few_fits && (few == 1 || (few == -1 && few_by_default))) return DecodeKernel::kSm90FewHeads;
+    if (sm90::sparse_mla_decode_smem_bytes(p.d_qk) <= info.smem_optin) return DecodeKernel::kSm90;
+  }
 #else
   (void)p, (void)info;
-  return false;
 #endif
+  return DecodeKernel::kSm80;
 }
 
-// Keys per plan tile: the sm90 kernel's 64-key blocks, the sm80 kernel's 32-key tiles.
-int plan_tile_keys(const SparseMlaDecodeParams& p, const DeviceInfo& info) {
+PlanShape plan_shape(DecodeKernel kernel, const SparseMlaDecodeParams& p) {
+  switch (kernel) {
 #ifdef SINKOPS_SM90
-  if (takes_sm90(p, info)) return sm90::sparse_mla_decode_step_keys();
+    case DecodeKernel::kSm90FewHeads:
+      return {sm90::sparse_mla_decode_step_keys(), sm90::sparse_mla_decode_few_heads_cta_heads(p.h_q),
+              sm90::sparse_mla_decode_few_heads_ctas_per_sm(p.d_qk, p.h_q)};
+    case DecodeKernel::kSm90:
+      return {sm90::sparse_mla_decode_step_keys(), kHeadsPerCta, 1};
 #endif
-  (void)p, (void)info;
-  return kKeysPerTile;
+    default:
+      (void)p;
+      return {kKeysPerTile, kHeadsPerCta, 1};
+  }
 }
 
 // Whether the combine is launched as a programmatic dependent of the main kernel: its CTAs are
@@ -105,17 +149,22 @@ int plan_tile_keys(const SparseMlaDecodeParams& p, const DeviceInfo& info) {
 // Only when its grid fits on the SMs the main kernel leaves idle, at most 2 CTAs each: a larger
 // one piles onto those few SMs before the main kernel's SMs free up and runs slower than a plain
 // launch (batch 16 and the 8-head batch 64: +1.1 us; bench/NOTES.md, decode v6).
-bool combine_overlaps(const SparseMlaDecodeParams& p, const DeviceInfo& info) {
+bool combine_overlaps(const SparseMlaDecodeParams& p, const DeviceInfo& info, const PlanShape& shape) {
   const int64_t rows = int64_t(p.b) * p.s_q;
-  const int64_t main_ctas = (p.h_q + kPlanHeadsPerCta - 1) / kPlanHeadsPerCta * p.num_splits * rows;
+  const int64_t main_ctas = (p.h_q + shape.heads_per_cta - 1) / shape.heads_per_cta * p.num_splits * rows;
+  const int64_t busy_sms = (main_ctas + shape.ctas_per_sm - 1) / shape.ctas_per_sm;
   const int64_t combine_ctas = int64_t(p.h_q) * rows;
-  return combine_ctas <= 2 * (info.sm_count - main_ctas);
+  return combine_ctas <= 2 * (info.sm_count - busy_sms);
 }
 
 }  // namespace
 
 std::string sparse_mla_decode_path(const SparseMlaDecodeParams& p) {
-  return takes_sm90(p, device_info(current_device())) ? "sm90" : "sm80";
+  switch (decode_kernel(p, device_info(current_device()))) {
+    case DecodeKernel::kSm90FewHeads: return "sm90-few-heads";
+    case DecodeKernel::kSm90: return "sm90";
+    default: return "sm80";
+  }
 }
 
 std::string sparse_mla_decode_unsupported(const SparseMlaDecodeParams& p) {
@@ -140,7 +189,7 @@ std::string sparse_mla_decode_unsupported(const SparseMlaDecodeParams& p) {
 
 int64_t sparse_mla_decode_plan(SparseMlaDecodeParams& params) {
   const DeviceInfo& info = device_info(current_device());
-  plan_splits(params, info.sm_count, plan_tile_keys(params, info));
+  plan_splits(params, info.sm_count, plan_shape(decode_kernel(params, info), params));
   return workspace_bytes_for(params, params.num_splits);
 }
 
@@ -159,17 +208,22 @@ void sparse_mla_decode_fwd(const SparseMlaDecodeParams& params, void* stream) {
     throw Error("sparse_mla_decode: workspace smaller than sparse_mla_decode_plan() asks for (" + std::to_string(need) +
                 " bytes)");
   auto s = static_cast<cudaStream_t>(stream);
+  const DeviceInfo& info = device_info(current_device());
+  const DecodeKernel kernel = decode_kernel(params, info);
+  // the sm90 epilogues store 16-byte chunks of the bf16 rows
+  if (kernel != DecodeKernel::kSm80 && (reinterpret_cast<uintptr_t>(params.out) & 15))
+    throw Error("sparse_mla_decode: out must be 16-byte aligned");
+  switch (kernel) {
 #ifdef SINKOPS_SM90
-  if (takes_sm90(params, device_info(current_device()))) {
-    // its epilogue stores 16-byte chunks of the bf16 rows
-    if (reinterpret_cast<uintptr_t>(params.out) & 15) throw Error("sparse_mla_decode: out must be 16-byte aligned");
-    sm90::sparse_mla_decode(params, s);
-  } else
+    case DecodeKernel::kSm90FewHeads: sm90::sparse_mla_decode_few_heads(params, s); break;
+    case DecodeKernel::kSm90: sm90::sparse_mla_decode(params, s); break;
 #endif
-  kv_layout_switch(params.layout, [&](auto layout) { launch_decode_kernel<decltype(layout)::value>(params, s); });
+    default:
+      kv_layout_switch(params.layout, [&](auto layout) { launch_decode_kernel<decltype(layout)::value>(params, s); });
+  }
   if (params.num_splits > 1) {
     const dim3 grid(params.h_q, params.b * params.s_q);
-    if (combine_overlaps(params, device_info(current_device()))) {
+    if (combine_overlaps(params, info, plan_shape(kernel, params))) {
       launch_dependent(sparse_mla_decode_combine_kernel, grid, dim3(kDv / 4), s, params);
     } else {
       SINKOPS_LAUNCH(sparse_mla_decode_combine_kernel, grid, kDv / 4, 0, s)(params);

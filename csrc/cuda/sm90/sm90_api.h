@@ -20,6 +20,14 @@ void sparse_mla_prefill(const SparseMlaPrefillParams& params, void* stream);
 int sparse_mla_decode_smem_bytes(int d_qk);
 int sparse_mla_decode_step_keys();
 void sparse_mla_decode(const SparseMlaDecodeParams& params, void* stream);
+// csrc/cuda/sm90/sparse_mla_decode_sm90.cu too: the few-heads kernel (heads in the MMA's N: a CTA
+// holds cta_heads(h_q) = 8 or 16 heads of a row, 2-3 CTAs per SM; any h_q, the default takes it up
+// to few_heads_max()), both layouts, both pools; out 16-byte aligned; the same step keys.
+int sparse_mla_decode_few_heads_max();
+int sparse_mla_decode_few_heads_cta_heads(int h_q);
+int sparse_mla_decode_few_heads_smem_bytes(int d_qk, int h_q);
+int sparse_mla_decode_few_heads_ctas_per_sm(int d_qk, int h_q);
+void sparse_mla_decode_few_heads(const SparseMlaDecodeParams& params, void* stream);
 
 // csrc/cuda/sm90/window_attention_sm90.cu: d, d_v multiples of 8 up to 128, 16-byte aligned rows.
 // `takes` answers from the STATIC fields (one answer per call signature), `aligned` from the

@@ -5,9 +5,8 @@
 // pool's top-k, then the extra pool's, one softmax). 3 warpgroups, two 64-key buffers:
 //   WG2, producer: per block, gathers the raw e4m3 bytes, scales and bf16 RoPE of 64 keys into
 //        registers *before* the block's buffer is free, then (once it is) converts them into the
-//        buffer, fences and arrives on ready[buf]. Thread t owns 16-byte quarter t % 4 of each
-//        64-byte e4m3 tile row (16 channels = bf16 chunks 2q and 2q+1 of the tile) of key rows
-//        t / 4 + 32 j (j < 2). The next block's loads are issued right after the fence, so they
+//        buffer, fences and arrives on ready[buf] (the gather: sparse_mla_decode_gather_sm90.cuh,
+//        shared with the few-heads kernel). The next block's loads are issued right after the fence, so they
 //        are in flight while the producer waits for the buffer (and none is outstanding at the
 //        fence, whose MEMBAR would wait for it: bench/NOTES.md, decode v1).
 //   WG0, softmax + left half: S = Q K^T of the block (64 x 64 fp32 in registers), mask, online
@@ -25,11 +24,9 @@
 // several the unnormalized partials go to the workspace (sparse_mla_decode_plan.cuh) and the
 // combine kernel (sparse_mla_decode.cu) applies the sink once.
 #pragma once
-#include "../fp8_dequant.cuh"
 #include "../kernel_launch.cuh"
 #include "../sparse_mla_decode_plan.cuh"
-#include "sinkops/kv_cache_layout.h"
-#include "sparse_mla_sm90_consumer.cuh"
+#include "sparse_mla_decode_gather_sm90.cuh"
 
 namespace sinkops::cuda::sm90 {
 
@@ -65,170 +62,37 @@ struct DecodeSm90Config {
 enum DecodeBarrier : int { kDecodePReady = 1, kDecodePFree = 2, kDecodeScalesReady = 3 };
 static_assert(int(kDecodeScalesReady) < int(kOut0Staged), "barrier ids");
 
-// ---- register loads of the cache (read-only path, L1-allocating: a thread's tiles of one key
-// share 128-byte lines; 256-byte L2 prefetch: a key row is 576-656 contiguous bytes) ------------
-__device__ __forceinline__ uint4 ld_cache_16(const void* ptr, bool ok) {
-  uint4 v = make_uint4(0, 0, 0, 0);
-  asm volatile(
-      "{\n .reg .pred p;\n setp.ne.b32 p, %4, 0;\n"
-      " @p ld.global.nc.L1::evict_last.L2::256B.v4.u32 {%0, %1, %2, %3}, [%5];\n}\n"
-      : "+r"(v.x), "+r"(v.y), "+r"(v.z), "+r"(v.w)
-      : "r"(int(ok)), "l"(ptr));
-  return v;
-}
-__device__ __forceinline__ uint2 ld_cache_8(const void* ptr, bool ok) {
-  uint2 v = make_uint2(0, 0);
-  asm volatile(
-      "{\n .reg .pred p;\n setp.ne.b32 p, %2, 0;\n"
-      " @p ld.global.nc.L1::evict_last.v2.u32 {%0, %1}, [%3];\n}\n"
-      : "+r"(v.x), "+r"(v.y)
-      : "r"(int(ok)), "l"(ptr));
-  return v;
-}
-
-// Where a key row's bytes are; token == nullptr for an invalid key.
-struct TokenRef {
-  const uint8_t* token;
-  const uint8_t* scales;  // v4: its 8 e8m0 bytes; v32: its 4 fp32 scales (inside the token)
-};
-
-template <KvCacheLayout L>
-__device__ __forceinline__ TokenRef locate_token(const KvPool& pool, int idx) {
-  using T = KvLayout<L>;
-  const int bs = pool.block_size;
-  if (idx < 0 || int64_t(idx) >= pool.num_blocks * bs) return {nullptr, nullptr};
-  int64_t block, off;
-  if ((bs & (bs - 1)) == 0) {  // page sizes are powers of two in practice: no division
-    block = idx >> (__ffs(bs) - 1);
-    off = idx & (bs - 1);
-  } else {
-    block = idx / bs;
-    off = idx % bs;
-  }
-  const uint8_t* base = pool.cache + block * pool.block_stride;
-  const uint8_t* token = base + off * T::kTokenStride;
-  if constexpr (L == KvCacheLayout::kV4) return {token, base + T::scale_offset(bs, off)};
-  else return {token, token + T::kScaleOffset};
-}
-
-// A 16-byte store to shared memory through a 32-bit shared-window address. The producer's buffer
-// pointers are generic (CuTe), and a generic-address store (ST.E) costs a 64-bit address and the
-// generic path: 2 % at 128 heads (bench/NOTES.md, decode v6).
-__device__ __forceinline__ void st_shared_16(const void* smem, uint4 v) {
-  asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(cast_smem_ptr_to_uint(smem)), "r"(v.x), "r"(v.y),
-               "r"(v.z), "r"(v.w)
-               : "memory");
-}
-
+// The producer warpgroup: the block gather (sparse_mla_decode_gather_sm90.cuh) into the two buffers,
+// a block ahead of the consumers.
 template <KvCacheLayout L>
 struct DecodeProducer {
-  using T = KvLayout<L>;
-  static constexpr int kDqk = T::kDqk;
+  static constexpr int kDqk = KvLayout<L>::kDqk;
   using C = DecodeSm90Config<kDqk>;
   static constexpr int kTiles = C::kTiles;
-  static constexpr int kFp8Tiles = T::kNope / 64;  // 7 (v4), 8 (v32); the RoPE tile follows
-  static_assert(T::kRope == 64 && T::kNope % 64 == 0 && kFp8Tiles + 1 == kTiles, "fp8 tiles, then one bf16 RoPE tile");
-  static_assert(L == KvCacheLayout::kV4 ? T::kScaleGroup == 64 : T::kScaleGroup == 128, "one scale per 1 or 2 tiles");
-  static constexpr bool kV4 = L == KvCacheLayout::kV4;
+  using Gather = Fp8BlockGather<L>;
+  using Staged = typename Gather::Staged;
 
-  // One key row's share of this thread, in registers between its load and its conversion.
-  struct Staged {
-    uint4 fp8[kFp8Tiles];  // 16 e4m3 bytes of each fp8 tile
-    uint4 rope[2];         // 16 bf16 RoPE channels
-    uint4 scales;          // v4: 8 e8m0 bytes in (x, y); v32: 4 fp32
-    bool ok;               // a valid key (else everything above is zero)
-  };
-
-  const SparseMlaDecodeParams& p;
+  Gather g;
   typename C::Smem& sm;
-  int bi, si, key_begin, key_end;
-  int quarter, row0;  // this thread: 16-byte quarter `quarter` of each tile's 64 e4m3 bytes, rows row0 + 32 j
-  bf16* chunk0;       // buffer 0, row row0, tile 0: output chunk 2 quarter (swizzled)
-  bf16* chunk1;       // ... output chunk 2 quarter + 1
-
-  // The slot index of the key at position `pos` of the row's list, -1 when there is none.
-  __device__ __forceinline__ int index_at(int pos) const {
-    if (pos >= key_end) return -1;
-    const bool main = pos < p.pool.topk;
-    const KvPool& pool = main ? p.pool : p.extra;
-    const int i = main ? pos : pos - p.pool.topk;
-    const int len = pool.topk_length != nullptr ? pool.topk_length[bi] : pool.topk;
-    return i < len ? pool.indices[bi * pool.indices_batch_stride + si * pool.indices_row_stride + i] : -1;
-  }
-  __device__ __forceinline__ int pos_of(int blk, int j) const { return key_begin + blk * 64 + row0 + 32 * j; }
-  __device__ __forceinline__ void load_indices(int (&idx)[2], int blk) const {
-#pragma unroll
-    for (int j = 0; j < 2; ++j) idx[j] = index_at(pos_of(blk, j));
-  }
-
-  // Issues the register loads of block `blk` (indices idx): nothing is read for an invalid key.
-  __device__ __forceinline__ void load(Staged (&s)[2], int blk, const int (&idx)[2]) const {
-#pragma unroll
-    for (int j = 0; j < 2; ++j) {
-      const int pos = pos_of(blk, j);
-      const TokenRef ref = locate_token<L>(pos < p.pool.topk ? p.pool : p.extra, idx[j]);
-      const bool ok = ref.token != nullptr;
-      s[j].ok = ok;
-#pragma unroll
-      for (int c = 0; c < kFp8Tiles; ++c) s[j].fp8[c] = ld_cache_16(ref.token + c * 64 + quarter * 16, ok);
-      const uint8_t* rope = ref.token + T::kRopeOffset + quarter * 32;
-      s[j].rope[0] = ld_cache_16(rope, ok);
-      s[j].rope[1] = ld_cache_16(rope + 16, ok);
-      if constexpr (kV4) {
-        const uint2 sc = ld_cache_8(ref.scales, ok);
-        s[j].scales = make_uint4(sc.x, sc.y, 0, 0);
-      } else {
-        s[j].scales = ld_cache_16(ref.scales, ok);
-      }
-    }
-  }
-
-  // Converts the staged rows into buffer `buf` and publishes which keys are valid.
-  __device__ __forceinline__ void store(const Staged (&s)[2], int buf) const {
-#pragma unroll
-    for (int j = 0; j < 2; ++j) {
-      const int off = buf * (64 * kDqk) + j * 2048;
-#pragma unroll
-      for (int c = 0; c < kFp8Tiles; ++c) {
-        const uint4 raw = s[j].fp8[c];
-        uint4 lo, hi;
-        if constexpr (kV4) {
-          const uint32_t word = c < 4 ? s[j].scales.x : s[j].scales.y;
-          const uint32_t scale = e8m0_to_bf16x2((word >> (8 * (c % 4))) & 0xFFu);
-          lo = dequant_8_e4m3_pow2(make_uint2(raw.x, raw.y), scale);
-          hi = dequant_8_e4m3_pow2(make_uint2(raw.z, raw.w), scale);
-        } else {
-          const uint32_t words[4] = {s[j].scales.x, s[j].scales.y, s[j].scales.z, s[j].scales.w};
-          const float scale = __uint_as_float(words[c / 2]);
-          lo = dequant_8_e4m3(make_uint2(raw.x, raw.y), scale);
-          hi = dequant_8_e4m3(make_uint2(raw.z, raw.w), scale);
-        }
-        st_shared_16(chunk0 + off + c * 4096, lo);
-        st_shared_16(chunk1 + off + c * 4096, hi);
-      }
-      st_shared_16(chunk0 + off + kFp8Tiles * 4096, s[j].rope[0]);
-      st_shared_16(chunk1 + off + kFp8Tiles * 4096, s[j].rope[1]);
-      if (quarter == 0) sm.valid[buf][row0 + 32 * j] = s[j].ok;
-    }
-  }
 
   // Per block: wait for the buffer, convert what is staged, fence (generic-proxy stores -> the
   // consumers' wgmma reads), arrive; then issue the next block's loads and the indices of the one
   // after (the indices are two blocks ahead, so a block's loads never wait for its index loads).
   __device__ void run(int head0, int n_blocks) {
     cutlass::arch::warpgroup_reg_dealloc<kDecodeProducerRegs>();
+    const SparseMlaDecodeParams& p = g.p;
     // Q rows of this head block (zero rows past h_q), 16-byte chunks 2 quarter and 2 quarter + 1.
-    const bf16* q_rows = static_cast<const bf16*>(p.q) + bi * p.q_batch_stride + si * p.q_row_stride;
+    const bf16* q_rows = static_cast<const bf16*>(p.q) + g.bi * p.q_batch_stride + g.si * p.q_row_stride;
     const int64_t q_off = sm.q - sm.kv[0];
 #pragma unroll
     for (int j = 0; j < 2; ++j) {
-      const int r = row0 + 32 * j;
+      const int r = g.row0 + 32 * j;
       const bool ok = head0 + r < p.h_q;
-      const bf16* src = q_rows + (ok ? int64_t(head0 + r) * p.q_head_stride : 0) + quarter * 16;
+      const bf16* src = q_rows + (ok ? int64_t(head0 + r) * p.q_head_stride : 0) + g.quarter * 16;
 #pragma unroll
       for (int tile = 0; tile < kTiles; ++tile) {
-        cp_async_16_zfill_l2(chunk0 + q_off + j * 2048 + tile * 4096, src + tile * 64, ok);
-        cp_async_16_zfill_l2(chunk1 + q_off + j * 2048 + tile * 4096, src + tile * 64 + 8, ok);
+        cp_async_16_zfill_l2(g.chunk0 + q_off + j * 2048 + tile * 4096, src + tile * 64, ok);
+        cp_async_16_zfill_l2(g.chunk1 + q_off + j * 2048 + tile * 4096, src + tile * 64 + 8, ok);
       }
     }
     cp_async_arrive(sm.q_ready);
@@ -236,18 +100,18 @@ struct DecodeProducer {
     if (n_blocks > 0) {
       int idx[2];
       Staged s[2];
-      load_indices(idx, 0);
-      load(s, 0, idx);
-      if (n_blocks > 1) load_indices(idx, 1);
+      g.load_indices(idx, 0);
+      g.load(s, 0, idx);
+      if (n_blocks > 1) g.load_indices(idx, 1);
       for (int blk = 0; blk < n_blocks; ++blk) {
         const int buf = blk & 1;
         sm.empty[buf].wait(((blk >> 1) & 1) ^ 1);  // the first wait on each buffer passes
-        store(s, buf);
+        g.store(s, buf * (64 * kDqk), sm.valid[buf]);
         cutlass::arch::fence_view_async_shared();
         sm.ready[buf].arrive();
         if (blk + 1 < n_blocks) {
-          load(s, blk + 1, idx);
-          if (blk + 2 < n_blocks) load_indices(idx, blk + 2);
+          g.load(s, blk + 1, idx);
+          if (blk + 2 < n_blocks) g.load_indices(idx, blk + 2);
         }
       }
     }
@@ -444,12 +308,7 @@ __global__ void __launch_bounds__(384, 1) sparse_mla_decode_sm90_kernel(const __
   __syncthreads();
 
   if (wg == 2) {
-    auto sKV = make_tensor(make_smem_ptr(sm.kv[0]), typename C::Base::template Tiles<C::kTiles>{});
-    DecodeProducer<L> producer{p, sm, row / p.s_q, row % p.s_q, key_begin, key_end, t % 4, t / 4, nullptr, nullptr};
-    // Rows row0 + 32 j share row0's swizzle phase (it repeats every 8 rows) and tiles are 8-row
-    // multiples apart, so one swizzled address per chunk serves every row and tile of this thread.
-    producer.chunk0 = &sKV(producer.row0, producer.quarter * 16);
-    producer.chunk1 = &sKV(producer.row0, producer.quarter * 16 + 8);
+    DecodeProducer<L> producer{Fp8BlockGather<L>(p, row, key_begin, key_end, sm.kv[0], t), sm};
     producer.run(head0, n_blocks);
   } else if (wg == 0) {
     decode_softmax_wg<kDqk>(p, sm, n_blocks, row, head0, split);

@@ -44,9 +44,11 @@ template <typename T, int kHeadDim_>
 struct WideWindowConfig {
   static constexpr int kHeadDim = kHeadDim_;  // the padded head dim of q, k and v (d, d_v <= it)
 #ifndef SINKOPS_WA90W_D64_WARPGROUPS
-#define SINKOPS_WA90W_D64_WARPGROUPS 2
+#define SINKOPS_WA90W_D64_WARPGROUPS 3
 #endif
-  // warpgroups of 64 rows (SINKOPS_WA90W_D64_WARPGROUPS at d <= 64: tuning runs only)
+  // warpgroups of 64 rows: at d <= 64 three (FA3's 192-row tile; 165-168 registers, no spills:
+  // full attention 16x1024 d 64 428 -> 394 us, bench/NOTES.md "Window v10"; the
+  // SINKOPS_WA90W_D64_WARPGROUPS macro: tuning runs only), else two
   static constexpr int kConsumers = kHeadDim <= 64 ? SINKOPS_WA90W_D64_WARPGROUPS : 2;
   static constexpr int kThreads = 128 * kConsumers;
   static constexpr int kCtaRows = 64 * kConsumers;
