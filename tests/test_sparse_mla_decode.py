@@ -280,8 +280,8 @@ FEW_HEADS_SHAPES = [
     (7, 1, 12, 640, 4096, False, "mixed"),
     (200, 2, 16, 64, 1000, False, None),     # single pass at N = 16
     (5, 1, 17, 100, 1000, True, "dsv4"),     # 17 heads and more: the 64-head kernel by default
-    (2, 1, 64, 640, 4096, False, "mixed"),   # ... and the few-heads kernel in 16-head blocks when forced
-    (1, 1, 64, 640, 4096, True, "dsv4"),     # batch 1: 16-head blocks by default (the other kernel idles SMs)
+    (2, 1, 64, 640, 4096, False, "mixed"),   # ... and the few-heads kernel in 8-head blocks when forced
+    (1, 1, 64, 640, 4096, True, "dsv4"),     # batch 1: 8-head blocks by default (the other kernel idles SMs)
     (1, 2, 128, 2048, 8192, True, "dsv4"),
 ]
 
@@ -292,7 +292,7 @@ FEW_HEADS_SHAPES = [
 def test_cuda_few_heads_kernel_on_hopper(monkeypatch, layout, shape):
     """On Hopper at most 16 heads take the few-heads kernel (keys in the MMA's M, heads in N: no
     padding to 64 heads); SINKOPS_DECODE_FEW_HEADS=0 gives the 64-head kernel, =1 the few-heads one
-    for any head count (16-head blocks). All match the oracle and each other, with rows cut by
+    for any head count (8-head blocks above 16). All match the oracle and each other, with rows cut by
     topk_length (row 0 sees no key at all)."""
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA device")
@@ -313,7 +313,7 @@ def test_cuda_few_heads_kernel_on_hopper(monkeypatch, layout, shape):
     sink = _sink(hq, kind)
     decode_op._PLANS.clear()
     few, lse_few = check_against_oracle(target, case, sink, f"{layout} {shape} default kernel")
-    runs = [("0", "64-head kernel")] + ([("1", "few-heads kernel, 16-head blocks")] if hq > 16 else [])
+    runs = [("0", "64-head kernel")] + ([("1", "few-heads kernel, 8-head blocks")] if hq > 16 else [])
     for setting, name in runs:
         monkeypatch.setenv("SINKOPS_DECODE_FEW_HEADS", setting)
         decode_op._PLANS.clear()

@@ -100,7 +100,7 @@ def decode(backend):
         cache = sinkops.pack_kv_cache(torch.randn(300, dqk, device=dev, dtype=torch.bfloat16), layout, block_size=64)
         # split-k + combine, split, single pass; 150 + 9 keys: three 64-key blocks (both buffers
         # reused); 128 heads: two head blocks per row; <= 32 heads: the sm90 few-heads kernel
-        # (N = 8 and 16: split, and single pass at 400 / 300 rows; batch 1 at 64 heads: 16-head blocks)
+        # (N = 8 and 16: split, and single pass at 400 / 300 rows; batch 1 at 64 heads: 8-head blocks)
         for b, topk, hq in ((1, 37, 16), (3, 150, 128), (80, 37, 16), (2, 150, 8), (200, 150, 8), (150, 150, 16),
                             (1, 150, 64)):
             q = torch.randn(b, 2, hq, dqk, device=dev, dtype=torch.bfloat16)
@@ -115,7 +115,7 @@ def decode(backend):
             sinkops.sparse_mla_decode(q, cache, idx, 0.05, attn_sink=s, topk_length=tl, layout=layout,
                                       extra_kv_cache=cache, extra_indices=idx[..., :9].contiguous(),
                                       extra_topk_length=xtl, backend=backend)
-            if hq > 16 and backend == "cuda":  # the few-heads kernel forced, in 16-head blocks
+            if hq > 16 and backend == "cuda":  # the few-heads kernel forced, in 8-head blocks
                 from sinkops.ops import decode as decode_op
                 os.environ["SINKOPS_DECODE_FEW_HEADS"] = "1"
                 decode_op._PLANS.clear()

@@ -85,7 +85,7 @@ enum class DecodeKernel {
 
 #ifdef SINKOPS_SM90
 // SINKOPS_DECODE_FEW_HEADS: "0" keeps the few-heads kernel off, "1" takes it for every head count
-// (in 16-head blocks), unset: the measured default below. Read per call, so tests and benchmarks
+// (in 8-head blocks above 16 heads), unset: the measured default below. Read per call, so tests and benchmarks
 // compare the kernels in one process.
 int few_heads_setting() {
   const char* env = std::getenv("SINKOPS_DECODE_FEW_HEADS");
@@ -94,11 +94,11 @@ int few_heads_setting() {
 #endif
 
 #ifdef SINKOPS_SM90
-// Above 16 heads the few-heads kernel runs in 16-head blocks, which repeats each row's gather and
+// Above 16 heads the few-heads kernel runs in 8-head blocks, which repeats each row's gather and
 // conversion per block: it pays only where the 64-head kernel's plan leaves almost every SM idle,
-// at most an eighth of them busy (batch 1 at 64 heads: 10 CTAs, 12.2 -> 10.3 us with 40 16-head
-// CTAs; V3.2 batch 1 at 128 heads: 64 CTAs, 15.6 -> 17.1 us; batch 16 at 64 heads 17.0 -> 20.8;
-// bench/NOTES.md "Decode, few heads" v1.2).
+// at most an eighth of them busy (batch 1 at 64 heads: 10 CTAs, 12.2 -> 9.6 us with 80 8-head
+// CTAs; V3.2 batch 1 at 128 heads: 64 CTAs, 15.6 -> 17.1 us in 16-head blocks; batch 16 at 64
+// heads 17.0 -> 20.8; bench/NOTES.md "Decode, few heads" v1.2, v1.3).
 bool few_heads_blocks_pay(const SparseMlaDecodeParams& p, const DeviceInfo& info) {
   SparseMlaDecodeParams wide = p;
   plan_splits(wide, info.sm_count, {sm90::sparse_mla_decode_step_keys(), kHeadsPerCta, 1});

@@ -5,7 +5,7 @@
 // bytes (76-88) spills, and the 64-head kernel was faster there (24 vs 40 us at b64 h32).
 //
 // One CTA = one warpgroup = one (batch, s_q) row x a block of N heads (heads past h_q are zero
-// columns that are never stored; by default one block: h_q <= 16) x a split of the row's key
+// columns that are never stored; one block up to 16 heads, 8-head blocks above) x a split of the row's key
 // list; two or three CTAs per SM (76-93 KB of shared memory each), which hide each other's load
 // latency, conversion and MMAs. Per 64-key block, all 128 threads:
 //   1. convert the block's staged bytes into the bf16 tile (Fp8BlockGather::store), fence, sync;
@@ -66,6 +66,10 @@ struct FewHeadsDecodeConfig {
   static constexpr int kCtasPerSm = 3 * (kSmemBytes + 1024) <= 228 * 1024 ? 3 : 2;
   static_assert(kCtasPerSm * (kSmemBytes + 1024) <= 228 * 1024, "CTAs per SM");
 };
+
+// The heads of a CTA (N) for a call: 8 up to 8 heads, 16 up to 16, and 8-head blocks above (the
+// default takes those only at batch-1-like shapes, where more CTAs and smaller ones pay).
+__host__ __device__ constexpr int few_heads_cta_heads(int h_q) { return h_q <= 8 || h_q > 16 ? 8 : 16; }
 
 // Accumulator value i (of the kN / 2 of an m64nN tile) -> this thread's column slot (0 .. kN/4-1);
 // its column is acc_col(i, t).
@@ -295,7 +299,7 @@ void launch_decode_few_heads_sm90(const SparseMlaDecodeParams& p, cudaStream_t s
     reserve_dynamic_smem<kernel>(smem, "sparse_mla_decode (sm90, few heads)", /*max_carveout=*/true);
     kernel<<<dim3(p.num_splits, p.b * p.s_q, (p.h_q + kN - 1) / kN), kFewHeadsThreads, smem, stream>>>(p);
   };
-  if (p.h_q <= 8) launch(Int<8>{});
+  if (few_heads_cta_heads(p.h_q) == 8) launch(Int<8>{});
   else launch(Int<16>{});
   check_launch("sparse_mla_decode (sm90, few heads)");
 }

@@ -30,7 +30,7 @@ template <class F>
 static auto with_few_heads_config(int d_qk, int h_q, F&& f) {
   auto by_heads = [&](auto layout) {
     constexpr KvCacheLayout L = decltype(layout)::value;
-    return h_q <= 8 ? f(FewHeadsDecodeConfig<L, 8>{}) : f(FewHeadsDecodeConfig<L, 16>{});
+    return few_heads_cta_heads(h_q) == 8 ? f(FewHeadsDecodeConfig<L, 8>{}) : f(FewHeadsDecodeConfig<L, 16>{});
   };
   return d_qk == 576 ? by_heads(std::integral_constant<KvCacheLayout, KvCacheLayout::kV32>{})
                      : by_heads(std::integral_constant<KvCacheLayout, KvCacheLayout::kV4>{});
