@@ -312,14 +312,14 @@ def test_cuda_few_heads_kernel_on_hopper(monkeypatch, layout, shape):
             case["extra_topk_length"] = etl.cuda()
     sink = _sink(hq, kind)
     decode_op._PLANS.clear()
-    few, lse_few = check_against_oracle(target, case, sink, f"{layout} {shape} default kernel")
+    default, lse_default = check_against_oracle(target, case, sink, f"{layout} {shape} default kernel")
     runs = [("0", "64-head kernel")] + ([("1", "few-heads kernel, 8-head blocks")] if hq > 16 else [])
     for setting, name in runs:
         monkeypatch.setenv("SINKOPS_DECODE_FEW_HEADS", setting)
         decode_op._PLANS.clear()
         other, lse_other = check_against_oracle(target, case, sink, f"{layout} {shape} {name}")
         decode_op._PLANS.clear()
-        assert helpers.rel_l2(few.float(), other.float()) < 5e-3
-        assert torch.allclose(lse_few, lse_other, rtol=1e-4, atol=1e-4)
+        assert helpers.rel_l2(default.float(), other.float()) < 5e-3
+        assert torch.allclose(lse_default, lse_other, rtol=1e-4, atol=1e-4)
     if b >= 3:
-        assert torch.equal(few[0], torch.zeros_like(few[0])) and torch.isposinf(lse_few[0]).all()
+        assert torch.equal(default[0], torch.zeros_like(default[0])) and torch.isposinf(lse_default[0]).all()
