@@ -198,18 +198,21 @@ void sparse_mla_decode_fwd(const SparseMlaDecodeParams& params, void* stream) {
     throw Error("sparse_mla_decode (cuda): " + why);
   check_call(params);
   if (params.b == 0 || params.s_q == 0) return;
-  // The plan must be the one sparse_mla_decode_plan() gives for these shapes: it is checked, not
-  // recomputed, so a captured graph and the workspace sized for it stay consistent.
+  // The family and its plan, decided once for this call. The plan must be the one
+  // sparse_mla_decode_plan() gives for these shapes: it is checked, not recomputed, so a captured
+  // graph and the workspace sized for it stay consistent.
+  const DeviceInfo& info = device_info(current_device());
+  const DecodeKernel kernel = decode_kernel(params, info);
+  const PlanShape shape = plan_shape(kernel, params);
   SparseMlaDecodeParams expected = params;
-  const int64_t need = sparse_mla_decode_plan(expected);
+  plan_splits(expected, info.sm_count, shape);
+  const int64_t need = workspace_bytes_for(expected, expected.num_splits);
   if (params.num_splits != expected.num_splits || params.tiles_per_split != expected.tiles_per_split)
     throw Error("sparse_mla_decode: the split plan does not match sparse_mla_decode_plan() for these shapes");
   if (need > 0 && (params.workspace == nullptr || params.workspace_bytes < need))
     throw Error("sparse_mla_decode: workspace smaller than sparse_mla_decode_plan() asks for (" + std::to_string(need) +
                 " bytes)");
   auto s = static_cast<cudaStream_t>(stream);
-  const DeviceInfo& info = device_info(current_device());
-  const DecodeKernel kernel = decode_kernel(params, info);
   // the sm90 epilogues store 16-byte chunks of the bf16 rows
   if (kernel != DecodeKernel::kSm80 && (reinterpret_cast<uintptr_t>(params.out) & 15))
     throw Error("sparse_mla_decode: out must be 16-byte aligned");
@@ -223,7 +226,7 @@ void sparse_mla_decode_fwd(const SparseMlaDecodeParams& params, void* stream) {
   }
   if (params.num_splits > 1) {
     const dim3 grid(params.h_q, params.b * params.s_q);
-    if (combine_overlaps(params, info, plan_shape(kernel, params))) {
+    if (combine_overlaps(params, info, shape)) {
       launch_dependent(sparse_mla_decode_combine_kernel, grid, dim3(kDv / 4), s, params);
     } else {
       SINKOPS_LAUNCH(sparse_mla_decode_combine_kernel, grid, kDv / 4, 0, s)(params);

@@ -77,8 +77,8 @@ class CudaBackend:
         if path is None:
             return False
         # window attention: every shape it takes, since v9 also full attention at d 64 (16x1024,
-        # key0 / null / no sink: 428 / 435 / 434 µs vs Triton's 494 / - / 459; bench/NOTES.md
-        # "Window v9"); sparse prefill above 32 heads (the C++ path decides)
+        # key0 / null / no sink: 428 / 435 / 434 µs vs Triton's 494 / - / 459, v10 394 µs key0;
+        # bench/NOTES.md "Window v9", "v10"); sparse prefill above 32 heads (the C++ path decides)
         return path(_native.template_for(self.mod, a), self._device(a.q)) == "sm90"
 
     def prepare(self, a):
