@@ -1,0 +1,44 @@
+"""Graph-replay µs (TFLOP/s) of the sm_90a sparse MLA prefill on the prefill bench's large cases, for
+A/B runs of kernel variants (tools/prof/variant_so.sh; bench/NOTES.md): run once per variant with
+PYTHONPATH pointing at that build, then compare the printed rows. FLASHMLA=1 adds FlashMLA's row
+(the peer, same shapes) and each case's max |Δ| against it.
+    python3 tools/prof/prefill_variants.py LABEL [case substrings ...]"""
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
+from bench_kernels import graph_us  # noqa: E402
+from bench_sparse_mla_prefill import CASES, D_V  # noqa: E402
+
+import sinkops  # noqa: E402
+
+label, wanted = sys.argv[1], sys.argv[2:]
+peer = os.environ.get("FLASHMLA") == "1"
+sq, skv = 4096, 32768
+ours, theirs = [], []
+for name, hq, dqk, topk in CASES:
+    if hq < 64 or (wanted and not any(w in name for w in wanted)):
+        continue
+    torch.manual_seed(0)
+    q = torch.randn(sq, hq, dqk, device="cuda", dtype=torch.bfloat16)
+    kv = torch.randn(skv, 1, dqk, device="cuda", dtype=torch.bfloat16)
+    idx = torch.randint(0, skv, (sq, 1, topk), device="cuda", dtype=torch.int32)
+    sink = torch.randn(hq, device="cuda", dtype=torch.float32)
+    out = torch.empty(sq, hq, D_V, device="cuda", dtype=torch.bfloat16)
+    flops = 2 * sq * hq * topk * (dqk + D_V)
+    f = lambda: sinkops.sparse_mla_prefill(q, kv, idx, dqk ** -0.5, D_V, sink, out=out, backend="cuda")  # noqa: E731
+    us = graph_us(f)
+    ours.append(f"{name}: {us:.1f} ({flops / us / 1e6:.0f})")
+    if peer:
+        import flash_mla
+        fm = lambda: flash_mla.flash_mla_sparse_fwd(q, kv, idx, dqk ** -0.5, D_V, sink)  # noqa: E731
+        ref = fm()[0]
+        f()
+        err = (out.float() - ref.float()).abs().max().item()
+        ut = graph_us(fm)
+        theirs.append(f"{name}: {ut:.1f} ({flops / ut / 1e6:.0f}) |d| {err:.1e}")
+print(f"{label:10s} " + " | ".join(ours), flush=True)
+if peer:
+    print(f"{'FlashMLA':10s} " + " | ".join(theirs), flush=True)
