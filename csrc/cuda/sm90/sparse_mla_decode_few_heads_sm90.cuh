@@ -191,14 +191,14 @@ __global__ void __launch_bounds__(kFewHeadsThreads, (FewHeadsDecodeConfig<L, kN>
         const float m_new = fmaxf(fmaxf(col_max[c], fmaxf(sm.col_part[0][col], sm.col_part[1][col])),
                                   fmaxf(sm.col_part[2][col], sm.col_part[3][col]));
         m_use[c] = m_new == -INFINITY ? 0.f : m_new;  // no valid key yet: its terms stay exactly 0
-        rescale[c] = exp2f(col_max[c] - m_use[c]);
+        rescale[c] = ptx::exp2_approx(col_max[c] - m_use[c]);
         col_max[c] = m_new;
         col_sum[c] *= rescale[c];
       }
     }
     CUTLASS_PRAGMA_UNROLL
     for (int i = 0; i < size(acc_s); ++i) {
-      const float pv = exp2f(acc_s(i) - m_use[col_slot(i)]);
+      const float pv = ptx::exp2_approx(acc_s(i) - m_use[col_slot(i)]);
       col_sum[col_slot(i)] += pv;
       sP(acc_col(i, t), acc_row((i / 2) % 2, t)) = bf16(pv);
     }

@@ -27,6 +27,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include "../mma_sm80.cuh"  // ptx::exp2_approx (MUFU.EX2 alone)
 #include "../sink_policy.cuh"
 #include "wgmma.cuh"
 
@@ -74,10 +75,22 @@ struct SparseMlaSm90Config {
   static constexpr int kSmemBytes = sizeof(Smem);
 };
 
-// Named barrier ids (0 is __syncthreads); each joins both consumers (256 threads).
-// m0 is handed over one way (WG0 arrives, WG1 waits); m1 and the P tiles with full syncs of both
-// consumers, which also order each read of a max before that max is overwritten next step.
-enum SparseMlaBarrier : int { kMax0Ready = 1, kMax1Ready = 2, kPReady = 3, kSumReady = 4, kOut0Staged = 5, kOut1Staged = 6 };
+// Named barrier ids (0 is __syncthreads); each joins both consumers (256 threads). Every hand-over
+// inside a step goes one way (the producer of the value arrives, its reader waits): m0 (WG0 -> WG1),
+// m1 (WG1 -> WG0), P_0 (WG0 -> WG1), P_1 (WG1 -> WG0), so neither consumer waits for more of the
+// other's work than the value it needs (a full sync on m1 and on both P tiles made WG0 wait for
+// WG1's P V issue and P_1 store, and WG1 for WG0's O rescale: bench/NOTES.md "Prefill v2").
+// Each barrier is used once per step, and a step's waits order every read of the shared max and
+// P tiles before the next step overwrites them (see consume()).
+enum SparseMlaBarrier : int {
+  kMax0Ready = 1,
+  kMax1Ready = 2,
+  kP0Ready = 3,
+  kSumReady = 4,
+  kOut0Staged = 5,
+  kOut1Staged = 6,
+  kP1Ready = 7
+};
 
 // The online-softmax update of a consumer thread's two accumulator rows (acc_row(0 / 1)), shared
 // by the prefill's consumers and the decode's WG0: m_new = max(m_base, row max of S) (log2 units),
@@ -97,7 +110,7 @@ __device__ __forceinline__ void online_softmax_update(AccS& acc_s, PReg& p_reg, 
     m_new[h] = mx;
     // A row with no valid key yet keeps m = -inf; subtracting 0 keeps its terms exactly 0.
     const float m_use = mx == -INFINITY ? 0.f : mx;
-    rescale[h] = exp2f(row_max[h] - m_use);
+    rescale[h] = ptx::exp2_approx(row_max[h] - m_use);
     CUTLASS_PRAGMA_UNROLL
     for (int i = 2 * h; i < size(acc_o); i += 4) {
       acc_o(i) *= rescale[h];
@@ -106,8 +119,8 @@ __device__ __forceinline__ void online_softmax_update(AccS& acc_s, PReg& p_reg, 
     float sum = 0.f;
     CUTLASS_PRAGMA_UNROLL
     for (int i = 2 * h; i < size(acc_s); i += 4) {
-      acc_s(i) = exp2f(acc_s(i) - m_use);
-      acc_s(i + 1) = exp2f(acc_s(i + 1) - m_use);
+      acc_s(i) = ptx::exp2_approx(acc_s(i) - m_use);
+      acc_s(i + 1) = ptx::exp2_approx(acc_s(i + 1) - m_use);
       p_reg(i) = bf16(acc_s(i));
       p_reg(i + 1) = bf16(acc_s(i + 1));
       sum += acc_s(i) + acc_s(i + 1);
@@ -211,7 +224,7 @@ __device__ __forceinline__ void consume(float sm_scale, typename SparseMlaSm90Co
       float factor[2];
       CUTLASS_PRAGMA_UNROLL
       for (int h = 0; h < 2; ++h) {
-        factor[h] = exp2f(m0[h] - (m1v[h] == -INFINITY ? 0.f : m1v[h]));
+        factor[h] = ptx::exp2_approx(m0[h] - (m1v[h] == -INFINITY ? 0.f : m1v[h]));
         row_max[h] = m1v[h];
         row_sum[h] *= factor[h];
       }
@@ -220,9 +233,10 @@ __device__ __forceinline__ void consume(float sm_scale, typename SparseMlaSm90Co
       auto sP0 = sP_of(0);
       store_tile_stmatrix<MmaQK>(p_reg, sP0, t);
       cutlass::arch::fence_view_async_shared();  // generic-proxy stores -> the peer's wgmma reads
+      bar_arrive(kP0Ready, 256);
       CUTLASS_PRAGMA_UNROLL
       for (int i = 0; i < size(acc_o); ++i) acc_o(i) *= factor[(i / 2) % 2];
-      bar_sync(kPReady, 256);
+      bar_sync(kP1Ready, 256);
       wgmma_ss(MmaPVSmem{}, sP_of(1), sV_of(1), acc_o, false, t);  // O_0 += P_1 V_1[L]
       warpgroup_commit_batch();
       if (more) {
@@ -247,13 +261,14 @@ __device__ __forceinline__ void consume(float sm_scale, typename SparseMlaSm90Co
       float m1[2];
       softmax(m0v, m1);
       publish_max(m1);
+      bar_arrive(kMax1Ready, 256);
       wgmma_rs(MmaPVReg{}, p_reg, sV_of(1), acc_o, t);  // O_1 += P_1 V_1[R]
       warpgroup_commit_batch();
       auto sP1 = sP_of(1);
       store_tile_stmatrix<MmaQK>(p_reg, sP1, t);
       cutlass::arch::fence_view_async_shared();
-      bar_sync(kMax1Ready, 256);  // (a full sync: WG0 reads m1 after it, and WG1 has nothing else to do)
-      bar_sync(kPReady, 256);
+      bar_arrive(kP1Ready, 256);
+      bar_sync(kP0Ready, 256);
       wgmma_ss(MmaPVSmem{}, sP_of(0), sV_of(0), acc_o, false, t);  // O_1 += P_0 V_0[R]
       warpgroup_commit_batch();
       warpgroup_wait<1>();
