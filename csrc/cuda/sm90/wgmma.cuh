@@ -96,10 +96,12 @@ __device__ __forceinline__ void bar_arrive(int id, int threads) {
 
 // ---- cp.async gather -------------------------------------------------------------------------
 // 16 bytes global -> shared, zero-filled when !valid (nothing is read then), with a 256-byte L2
-// prefetch hint: gathered rows are 1-1.2 KB of contiguous bytes. No L2 eviction policy: with
-// .L2::cache_hint (evict_last for the KV pool), ptxas 13.0 emitted the gather's LDGSTS with an
-// unset, odd uniform descriptor register (desc[UR1]): an illegal instruction on the H200
-// (bench/NOTES.md, "Sparse MLA prefill, sm90").
+// prefetch hint: gathered rows are 1-1.2 KB of contiguous bytes. No L2 eviction policy: evict_last
+// on the prefill's gathered rows (and evict_first on Q) measured level to -1 % (bench/NOTES.md
+// "Prefill v1.2"). If one is wanted: pass .L2::cache_hint a 32-bit shared address made once per
+// thread. From a generic pointer converted per call, ptxas 13.0 splits the address into a uniform
+// base and a register ([R + UR0 + imm]) and then encodes the policy as an unset, odd uniform
+// register (desc[UR1]): an illegal instruction on the H200.
 __device__ __forceinline__ void cp_async_16_zfill_l2(uint32_t smem_addr, const void* gmem, bool valid) {
   asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;\n" ::"r"(smem_addr), "l"(gmem),
                "r"(valid ? 16 : 0));
