@@ -31,6 +31,16 @@ CASES = [  # name, h_q, d_qk, topk
 ]
 
 
+def make_case(hq, dqk, topk, sq, skv, dev):
+    """Random bf16 q [sq, hq, dqk] and kv [skv, 1, dqk], uniform top-k indices, a float32 sink per head."""
+    torch.manual_seed(0)
+    q = torch.randn(sq, hq, dqk, device=dev, dtype=torch.bfloat16)
+    kv = torch.randn(skv, 1, dqk, device=dev, dtype=torch.bfloat16)
+    idx = torch.randint(0, skv, (sq, 1, topk), device=dev, dtype=torch.int32)
+    sink = torch.randn(hq, device=dev, dtype=torch.float32)
+    return q, kv, idx, sink
+
+
 def matmul_rate(device):
     n = 8192
     a = torch.randn(n, n, device=device, dtype=torch.bfloat16)
@@ -59,11 +69,7 @@ def main():
     print("|---|---|---|---|---|---|---|---|---|")
     rows = []
     for name, hq, dqk, topk in CASES:
-        torch.manual_seed(0)
-        q = torch.randn(sq, hq, dqk, device=dev, dtype=torch.bfloat16)
-        kv = torch.randn(skv, 1, dqk, device=dev, dtype=torch.bfloat16)
-        idx = torch.randint(0, skv, (sq, 1, topk), device=dev, dtype=torch.int32)
-        sink = torch.randn(hq, device=dev, dtype=torch.float32)
+        q, kv, idx, sink = make_case(hq, dqk, topk, sq, skv, dev)
         scale = dqk ** -0.5
         out = torch.empty(sq, hq, D_V, device=dev, dtype=torch.bfloat16)
         flops = 2 * sq * hq * topk * (dqk + D_V)

@@ -10,7 +10,7 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
 from bench_kernels import graph_us  # noqa: E402
-from bench_sparse_mla_prefill import CASES, D_V  # noqa: E402
+from bench_sparse_mla_prefill import CASES, D_V, make_case  # noqa: E402
 
 import sinkops  # noqa: E402
 
@@ -21,11 +21,7 @@ ours, theirs = [], []
 for name, hq, dqk, topk in CASES:
     if hq < 64 or (wanted and not any(w in name for w in wanted)):
         continue
-    torch.manual_seed(0)
-    q = torch.randn(sq, hq, dqk, device="cuda", dtype=torch.bfloat16)
-    kv = torch.randn(skv, 1, dqk, device="cuda", dtype=torch.bfloat16)
-    idx = torch.randint(0, skv, (sq, 1, topk), device="cuda", dtype=torch.int32)
-    sink = torch.randn(hq, device="cuda", dtype=torch.float32)
+    q, kv, idx, sink = make_case(hq, dqk, topk, sq, skv, "cuda")
     out = torch.empty(sq, hq, D_V, device="cuda", dtype=torch.bfloat16)
     flops = 2 * sq * hq * topk * (dqk + D_V)
     f = lambda: sinkops.sparse_mla_prefill(q, kv, idx, dqk ** -0.5, D_V, sink, out=out, backend="cuda")  # noqa: E731

@@ -78,8 +78,8 @@ struct SparseMlaSm90Config {
 // Named barrier ids (0 is __syncthreads); each joins both consumers (256 threads). Every hand-over
 // inside a step goes one way (the producer of the value arrives, its reader waits): m0 (WG0 -> WG1),
 // m1 (WG1 -> WG0), P_0 (WG0 -> WG1), P_1 (WG1 -> WG0), so neither consumer waits for more of the
-// other's work than the value it needs (a full sync on m1 and on both P tiles made WG0 wait for
-// WG1's P V issue and P_1 store, and WG1 for WG0's O rescale: bench/NOTES.md "Prefill v2").
+// other's work than the value it needs (FlashMLA's pattern; against full syncs on m1 and the P
+// tiles it measured level, and racecheck flags fewer sites: bench/NOTES.md "Prefill v1.2").
 // Each barrier is used once per step, and a step's waits order every read of the shared max and
 // P tiles before the next step overwrites them (see consume()).
 enum SparseMlaBarrier : int {
