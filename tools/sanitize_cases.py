@@ -129,10 +129,11 @@ def decode(backend):
 def backward(backend):
     """The backward kernels under the same bad values: Triton's, and the CUDA window backward
     (sm_90a, head dims 64..128; called by name, since auto keeps unbounded windows for Triton)."""
-    # (d 64 +-16: the streaming dq kernel, SINKOPS_WA90_STEPS=3 in the environment gives it runs of
-    # steps; d 64 causal: its one-step twin)
-    for d, (hq, hk), window_size in ((64, (8, 2), (16, 16)), (64, (4, 2), (-1, 0)), (128, (4, 4), (-1, -1)),
-                                     (80, (4, 1), (5, 0)), (96, (16, 1), (70, 3)), (33, (2, 1), (-1, 3))):
+    # (d 64 +-16 and +-64 (MiMo's window, 4 query heads per kv head): the streaming dq kernel,
+    # SINKOPS_WA90_STEPS=3 in the environment gives it runs of steps; d 64 causal: its one-step twin)
+    for d, (hq, hk), window_size in ((64, (8, 2), (16, 16)), (64, (4, 1), (64, 64)), (64, (4, 2), (-1, 0)),
+                                     (128, (4, 4), (-1, -1)), (80, (4, 1), (5, 0)), (96, (16, 1), (70, 3)),
+                                     (33, (2, 1), (-1, 3))):
         if backend == "cuda" and d % 8:
             continue  # the Triton backward's case
         t = 201

@@ -1,5 +1,6 @@
 """Timer for tools/prof/ab_variants.sh: the CUDA window backward op on MiMo video and image (µs, do_bench
-medians) and the time of its two kernels on video (torch.profiler), one line per variant."""
+medians) and the time of its two kernels on video (torch.profiler), one line per variant; --fwd adds
+the forward op's time on the same inputs (the backward / forward ratio of issue 12)."""
 import sys
 
 import torch
@@ -9,6 +10,7 @@ from torch.profiler import ProfilerActivity, profile
 import sinkops
 
 name = sys.argv[1] if len(sys.argv) > 1 else "?"
+FORWARD = "--fwd" in sys.argv
 res = []
 for label, nseg, seqlen in (("video", 16, 1024), ("image", 1, 4096)):
     hq, hk, d, (left, right) = 32, 8, 64, (64, 64)
@@ -22,12 +24,17 @@ for label, nseg, seqlen in (("video", 16, 1024), ("image", 1, 4096)):
     fn = lambda: torch.ops.sinkops.window_attention_backward(  # noqa: E731
         g, None, q, k, v, out, lse, cu, cu, seqlen, seqlen, left, right, d ** -0.5, s, "key0", False, "cuda")
     res.append(f"{label} {triton.testing.do_bench(fn, warmup=10, rep=60, return_mode='median') * 1e3:.1f}")
+    if FORWARD:  # the forward op on the same inputs, for the backward / forward ratio
+        fwd = lambda: sinkops.window_attention(q, k, v, cu, cu, seqlen, seqlen, window_size=(left, right),  # noqa: E731
+                                               sinks=s, return_lse=True)
+        res.append(f"fwd {triton.testing.do_bench(fwd, warmup=10, rep=60, return_mode='median') * 1e3:.1f}")
     if label == "video":
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
             for _ in range(10):
                 fn()
             torch.cuda.synchronize()
         for ev in prof.key_averages():
-            if "bwd_dq" in ev.key or "bwd_dkdv" in ev.key:
-                res.append(f"{'dq' if 'bwd_dq' in ev.key else 'dkdv'} {ev.device_time_total / 10:.1f}")
+            for kernel in ("dq", "dkdv"):
+                if f"bwd_{kernel}" in ev.key:
+                    res.append(f"{kernel} {ev.device_time_total / 10:.1f}")
 print(f"{name}: " + ", ".join(res) + " µs")

@@ -34,6 +34,9 @@ struct CuteElement<__half> {
 // ---- warpgroup MMA -------------------------------------------------------------------------
 // acc (+)= A B^T over the K mode of the operands; A and B in shared memory (descriptors).
 // Issues the wgmmas and returns: the caller commits the batch and waits (warpgroup_wait<N>).
+// Issue them unconditionally inside a loop: one wgmma issued under a branch made ptxas serialize
+// every wgmma of the kernel (warning C7515, 20 HGMMA / 20 WARPGROUP.DEPBAR; bench/NOTES.md "Window
+// backward v8"). tools/sass_check.sh prints both counts: read them before timing a new kernel.
 template <class Mma, class TA, class TB, class TC>
 __device__ __forceinline__ void wgmma_ss(Mma mma, const TA& sA, const TB& sB, TC& acc, bool clear,
                                          int thread_in_wg) {
