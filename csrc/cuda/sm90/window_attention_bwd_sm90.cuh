@@ -50,10 +50,11 @@
 namespace sinkops::cuda::sm90 {
 
 // Tuning knobs (tools/prof/variant_so.sh builds variants with -D...): the dk/dv kernel's buffers of
-// the streamed tiles at d <= 64 (wider head dims keep 2: a third would cost a CTA per SM) and its
-// minimum CTAs per SM (its register cap); the dq kernel's ring (below).
+// the streamed tiles at d <= 64 (3: a block's dV / dK run on into the next block, kDefer; wider
+// head dims keep 2: a third would cost a CTA per SM at d 128) and its minimum CTAs per SM (its
+// register cap); the dq kernel's ring (below).
 #ifndef SINKOPS_WBWD_DKDV_STAGES
-#define SINKOPS_WBWD_DKDV_STAGES 2
+#define SINKOPS_WBWD_DKDV_STAGES 3
 #endif
 #ifndef SINKOPS_WBWD_DKDV_CTAS
 #define SINKOPS_WBWD_DKDV_CTAS 1
@@ -626,19 +627,32 @@ __global__ void __launch_bounds__(128, SINKOPS_WBWD_DKDV_CTAS)
                                        int(p.v_row_stride), 0, p.d_v},
                         63, 6, sk - kt, k);
     }
-    // The first S - 1 blocks (the key tile's copies ride in the first one's group); one cp.async
+    // kDefer (3 or more buffers): a block's dV and dK products run on into the next block's S^T and
+    // dP^T (the wait for them is the one for S^T), so a block's loads go two buffers behind and run
+    // S - 2 blocks ahead; with two buffers each block waits for its dK before the loads run S - 1 ahead.
+    constexpr bool kDefer = S >= 3;
+    constexpr int kAhead = kDefer ? S - 2 : S - 1;
+    // The first kAhead blocks (the key tile's copies ride in the first one's group); one cp.async
     // group per block, empty past the last, so group counts stay uniform.
 #pragma unroll
-    for (int i = 0; i < S - 1; ++i) {
+    for (int i = 0; i < kAhead; ++i) {
       if (i < n_blocks) load_block(i);
       cp_async_commit();
     }
     for (int blk = 0, buf = 0; blk < n_blocks; ++blk, buf = next_buffer(buf, S)) {
-      // block blk + S - 1 into the buffer of block blk - 1, which every thread left at the last barrier
-      if (blk + S - 1 < n_blocks) load_block(buf == 0 ? S - 1 : buf - 1);
-      cp_async_commit();
-      cp_async_wait_group<S - 1>();
+      if constexpr (!kDefer) {
+        // block blk + S - 1 into the buffer of block blk - 1, which every thread left at the last barrier
+        if (blk + kAhead < n_blocks) load_block(buf == 0 ? S - 1 : buf - 1);
+        cp_async_commit();
+      }
+      cp_async_wait_group<kDefer ? kAhead - 1 : kAhead>();
       __syncthreads();  // every thread's copies of this block (and of the key tile) have landed
+      if constexpr (kDefer) {
+        // block blk + S - 2 into the buffer of block blk - 2, whose products every thread waited for
+        // (with block blk - 1's S^T) before the barrier
+        if (blk + kAhead < n_blocks) load_block(buf + kAhead < S ? buf + kAhead : buf + kAhead - S);
+        cp_async_commit();
+      }
       if (whole_block(computing.pos0)) {  // CTA-uniform
         sm.loaded[buf].wait((loaded_phase >> buf) & 1);
         loaded_phase ^= 1u << buf;
@@ -650,7 +664,8 @@ __global__ void __launch_bounds__(128, SINKOPS_WBWD_DKDV_CTAS)
       Tensor acc_s = partition_fragment_C(typename C::MmaS{}, Shape<_64, _64>{});   // S^T
       Tensor acc_dp = partition_fragment_C(typename C::MmaS{}, Shape<_64, _64>{});  // dP^T
       // Four groups in flight order: S^T, dP^T; then dV (issued once P is known, while dX is
-      // computed) and dK. The exponentials run while dP^T is in the tensor cores.
+      // computed) and dK. The exponentials run while dP^T is in the tensor cores. (kDefer: the
+      // previous block's dV and dK are still in flight here; the wait for S^T completes them.)
       wgmma_ss(typename C::MmaS{}, sK, sQ, acc_s, true, t);
       warpgroup_commit_batch();
       wgmma_ss(typename C::MmaS{}, sV, sO, acc_dp, true, t);
@@ -704,9 +719,12 @@ __global__ void __launch_bounds__(128, SINKOPS_WBWD_DKDV_CTAS)
       }
       wgmma_rs(typename C::MmaG{}, dx_reg, sQt, acc_dk, t);
       warpgroup_commit_batch();
-      warpgroup_wait<0>();
-      __syncthreads();  // buffer buf is read by every thread before block blk + S lands in it
+      if constexpr (!kDefer) {
+        warpgroup_wait<0>();
+        __syncthreads();  // buffer buf is read by every thread before block blk + S lands in it
+      }
     }
+    warpgroup_wait<0>();
     warpgroup_fence_operand(acc_dk);  // read only after the last wgmma's wait
     warpgroup_fence_operand(acc_dv);
     // ---- dK (times the scale), dV: keys of the segment, channels below d / d_v ----
