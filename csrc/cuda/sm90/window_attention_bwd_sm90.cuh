@@ -22,7 +22,8 @@
 //    its step. S = Q K^T, dP = dO V^T (SS), dq += dX K (RS, K viewed [d, 64 keys] as the forward
 //    views V).
 //  * dk/dv kernel, one CTA per (segment, 64-key tile, kv head): K and V stay resident; the query
-//    blocks whose windows reach the tile (every head chunk) stream through two buffers.
+//    blocks whose windows reach the tile (every head chunk) stream through two buffers (three at
+//    d <= 64, where a block's dV / dK products run on into the next block).
 //    S^T = K Q^T, dP^T = V dO^T (SS: the accumulators' columns are query rows, whose row terms are
 //    read per column from shared memory), dV += P^T dO, dK += dX^T Q (RS, dO and Q viewed [d, 64 rows]).
 //  * cu_seqlens values are clamped (window_bounds.cuh); rows outside the segment and channels
