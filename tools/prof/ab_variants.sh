@@ -4,7 +4,7 @@
 # per variant the GPU tests named by TESTS (pytest args without spaces inside an argument, e.g.
 # "tests/test_window_attention.py -k cuda")
 # and TIMER (window_variants.py / decode_variants.py), each timer pass over all variants twice.
-#   TESTS=... TIMER=tools/prof/window_variants.py bash tools/prof/ab_variants.sh I Q
+#   TESTS=... TIMER=tools/prof/window_variants.py [TIMER_ARGS="--modes key0,none unbounded"] bash tools/prof/ab_variants.sh I Q
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 R=$PWD
@@ -22,5 +22,5 @@ if [ -n "${TESTS:-}" ]; then
   done
 fi
 for rep in 1 2; do
-  for v in "${names[@]}"; do PYTHONPATH=$(site $v) timeout 200 python3 "$R/$TIMER" "$v" 2>&1 | tail -1; done
+  for v in "${names[@]}"; do PYTHONPATH=$(site $v) timeout 200 python3 "$R/$TIMER" "$v" ${TIMER_ARGS:-} 2>&1 | tail -1; done
 done
