@@ -181,16 +181,17 @@ def nan_like(shape, dtype, device="cpu") -> torch.Tensor:
     return torch.full(tuple(shape), float("nan"), dtype=dtype, device=device)
 
 
-def window_oracle(case, window, sinks, sink_mode, compute_dtype=None):
+def window_oracle(case, window, sinks, sink_mode, compute_dtype=None, scale=None):
     """reference.window_attention on a make_window_case dict: the float64 oracle (compute_dtype
-    None) or the same math done by torch in a low precision (the tolerance rule's baseline)."""
+    None) or the same math done by torch in a low precision (the tolerance rule's baseline);
+    scale None: d ** -0.5."""
     from sinkops import reference
 
     c = case
     qkv = (c["q"], c["k"], c["v"]) if compute_dtype else (c["q"].double(), c["k"].double(), c["v"].double())
     sinks = None if sinks is None else sinks.to(c["q"].device)
     return reference.window_attention(*qkv, c["cu_seqlens_q"], c["cu_seqlens_k"], window_size=window,
-                                      softmax_scale=c["q"].shape[-1] ** -0.5, sinks=sinks,
+                                      softmax_scale=c["q"].shape[-1] ** -0.5 if scale is None else scale, sinks=sinks,
                                       sink_mode=sink_mode, compute_dtype=compute_dtype)
 
 

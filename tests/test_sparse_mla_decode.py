@@ -33,10 +33,11 @@ def _scale(case):
     return 1.0 / math.sqrt(case["q"].shape[-1])
 
 
-def check_against_oracle(target, case, sink, name):
-    out, lse = helpers.run_decode(target, case, _scale(case), sink)
-    out64, lse64 = helpers.decode_oracle(case, _scale(case), sink)
-    out_lp, lse_lp = helpers.decode_oracle(case, _scale(case), sink, compute_dtype=torch.bfloat16)
+def check_against_oracle(target, case, sink, name, scale=None):
+    scale = _scale(case) if scale is None else scale
+    out, lse = helpers.run_decode(target, case, scale, sink)
+    out64, lse64 = helpers.decode_oracle(case, scale, sink)
+    out_lp, lse_lp = helpers.decode_oracle(case, scale, sink, compute_dtype=torch.bfloat16)
     helpers.check_close(out, out64, out_lp, f"{target} {name} out")
     helpers.check_close(lse, lse64, lse_lp, f"{target} {name} lse")
     return out, lse
@@ -126,6 +127,19 @@ def test_sink_edges(target, layout, b):
     assert torch.equal(lse_pos, lse_none), "lse excludes the sink"
     assert torch.isfinite(lse_pos).all()
     check_against_oracle(target, case, _sink(hq, "large"), f"{layout} large sinks")
+
+
+@pytest.mark.parametrize("target", params(op="mla"))
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("b", [1, 64])
+@pytest.mark.parametrize("scale", [1.0, 0.0, -0.05])
+def test_large_and_non_positive_scales(target, layout, b, scale):
+    """Scale 1: a row's max grows by more than the sm90 kernel's lazy-rescale threshold (8 log2
+    units) in later blocks as well as by less (split and single-pass paths); 0 and negative scales
+    run the mma.sync kernel on Hopper."""
+    hq, topk = {"large": (128, 1152), "small": (64, 640)}.get(target.max_size, (16, 40))
+    case = _make_case(target, b, 1, hq, layout, topk, 4096)
+    check_against_oracle(target, case, _sink(hq, "dsv4"), f"{layout} scale {scale}", scale)
 
 
 @pytest.mark.parametrize("target", params(op="mla"))

@@ -61,6 +61,21 @@ def test_grid_vs_oracle(target, c):
 
 
 @pytest.mark.parametrize("target", params(op="mla"))
+@pytest.mark.parametrize("d_qk", [512, 576])
+@pytest.mark.parametrize("scale", [1.0, 0.0, -0.05])
+def test_large_and_non_positive_scales(target, d_qk, scale):
+    """Scale 1 spreads the logits over ~+-100 log2 units, so a row's max grows by more than the sm90
+    kernels' lazy-rescale threshold (8) in later blocks as well as by less, in either consumer
+    (max_logits must still be the true max); 0 and negative scales (the max of the raw logits is no
+    longer the max) run the sm80 kernel on Hopper."""
+    h_q, topk = {"large": (128, 1152), "small": (64, 640)}.get(target.max_size, (16, 64))
+    case = make_sparse_prefill_case(3, 3000, h_q, d_qk, topk, device=target.device)
+    sink = dsv4_sinks_with_infs(h_q)
+    tl = random_topk_length(3, topk, target.device)
+    check_against_oracle(run_prefill(target, case, scale, sink, tl), case, scale, sink, tl)
+
+
+@pytest.mark.parametrize("target", params(op="mla"))
 @pytest.mark.parametrize("h_q", [8, 96, 200])
 def test_no_sink_no_topk_length(target, h_q):
     topk = 200 if target.max_size != "tiny" else 32

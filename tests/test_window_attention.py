@@ -77,10 +77,10 @@ def _cid(c):
            f"{str(c['dtype'])[6:]}"
 
 
-def _check(target, case, window, sinks, mode, name=""):
-    out, lse = run_window(target, case, window, sinks, mode)
-    ref_out, ref_lse = window_oracle(case, window, sinks, mode)
-    base_out, _ = window_oracle(case, window, sinks, mode, compute_dtype=case["q"].dtype)
+def _check(target, case, window, sinks, mode, name="", scale=None):
+    out, lse = run_window(target, case, window, sinks, mode, scale=scale)
+    ref_out, ref_lse = window_oracle(case, window, sinks, mode, scale=scale)
+    base_out, _ = window_oracle(case, window, sinks, mode, compute_dtype=case["q"].dtype, scale=scale)
     check_close(out, ref_out, base_out, name=f"{target} {name} out")
     # lse is float32 whatever the dtype: its error comes from the fp32 q.k sums only.
     check_close(lse, ref_lse, None, name=f"{target} {name} lse", rel_cap=1e-5)
@@ -420,11 +420,27 @@ def test_cuda_sm90_steps_per_cta_across_grid_z(monkeypatch):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("kernel", ["wide", "narrow"])
+@pytest.mark.parametrize("window", [(-1, -1), (-1, 0), (64, 64), (300, 0)])
+@pytest.mark.parametrize("mode", ["key0", "null", "none"])
+def test_cuda_sm90_large_logits(monkeypatch, kernel, window, mode):
+    """Scale 1 at d 64 spreads the logits over ~+-40 log2 units, so a row's running max grows by
+    more than the sm_90a kernels' lazy-rescale threshold (8 log2 units, lazy_rescale.cuh) in later
+    key tiles as well as by less; both kernels must still match the oracle."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    monkeypatch.setenv("SINKOPS_WA90_WIDE", "1" if kernel == "wide" else "0")
+    case = make_window_case([1000, 37, 600], hq=8, hk=2, d=64, device="cuda")
+    sinks = None if mode == "none" else sinks_like(8, "mimo")
+    _check(BY_NAME["cuda"], case, window, sinks, mode, f"{kernel} scale 1", scale=1.0)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("scale", [0.0, -0.3, 1e-30])
 def test_cuda_window_scale_edge_values(scale):
     """The sm_90a kernel keeps the row max on raw logits (scale > 0 enters the exponent), so a zero
     or negative scale takes the mma.sync kernel; a tiny positive one stays (the key0 bias becomes
-    huge in raw units). All match the float64 oracle."""
+    huge in raw units, and so does the lazy-rescale threshold). All match the float64 oracle."""
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA device")
     from sinkops import reference

@@ -111,8 +111,9 @@ bool few_heads_blocks_pay(const SparseMlaDecodeParams& p, const DeviceInfo& info
 // kernel (no padding to 64 heads: bench/NOTES.md "Decode, few heads"), and more heads too where
 // few_heads_blocks_pay; the rest the 64-head wgmma kernel (since decode v4 also for a single (row,
 // head block): batch 1 at 64 heads 12.8 vs 13.9 us on the mma.sync kernel); elsewhere the mma.sync
-// kernel. Shapes and the device only, so the plan (which follows the family's PlanShape) is the
-// same for every call of a batch.
+// kernel. The 64-head kernel takes the row max on raw logits (the scale folds into the exponent),
+// so it needs sm_scale > 0; other scales run the mma.sync kernel. Shapes, the device and the scale
+// only, so the plan (which follows the family's PlanShape) is the same for every call of a batch.
 DecodeKernel decode_kernel(const SparseMlaDecodeParams& p, const DeviceInfo& info) {
 #ifdef SINKOPS_SM90
   if (use_sm90(info)) {
@@ -120,7 +121,7 @@ DecodeKernel decode_kernel(const SparseMlaDecodeParams& p, const DeviceInfo& inf
     const bool few_fits = sm90::sparse_mla_decode_few_heads_smem_bytes(p.d_qk, p.h_q) <= info.smem_optin;
     const bool few_by_default = p.h_q <= sm90::sparse_mla_decode_few_heads_max() || few_heads_blocks_pay(p, info);
     if (few_fits && (few == 1 || (few == -1 && few_by_default))) return DecodeKernel::kSm90FewHeads;
-    if (sm90::sparse_mla_decode_smem_bytes(p.d_qk) <= info.smem_optin) return DecodeKernel::kSm90;
+    if (sm90::sparse_mla_decode_smem_bytes(p.d_qk) <= info.smem_optin && p.sm_scale > 0.f) return DecodeKernel::kSm90;
   }
 #else
   (void)p, (void)info;

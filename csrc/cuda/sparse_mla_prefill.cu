@@ -19,10 +19,12 @@ bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15)
 
 // The one place the kernel family is chosen. Hopper: warpgroup MMA over 64-head tiles. At <= 32
 // heads that tile is mostly padding and the sm80 kernel's 16 / 32-head tiles are as fast
-// (bench/NOTES.md, "Sparse MLA prefill, sm90"); its rows are stored in 16-byte chunks.
+// (bench/NOTES.md, "Sparse MLA prefill, sm90"); its rows are stored in 16-byte chunks. Its softmax
+// takes the row max on raw logits (the scale folds into the exponent), which needs sm_scale > 0;
+// any other scale (0, negative, NaN) runs the sm80 kernel.
 static bool takes_sm90(const SparseMlaPrefillParams& p, const DeviceInfo& info) {
 #ifdef SINKOPS_SM90
-  return use_sm90(info) && p.h_q > 32 && p.out_row_stride % 8 == 0 && p.out_head_stride % 8 == 0 &&
+  return use_sm90(info) && p.h_q > 32 && p.sm_scale > 0.f && p.out_row_stride % 8 == 0 && p.out_head_stride % 8 == 0 &&
          sm90::sparse_mla_prefill_smem_bytes(p.d_qk) <= info.smem_optin;
 #else
   (void)p, (void)info;

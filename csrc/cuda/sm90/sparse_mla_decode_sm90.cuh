@@ -159,6 +159,7 @@ __device__ __forceinline__ void decode_softmax_wg(const SparseMlaDecodeParams& p
   clear(acc_o);
   float row_max[2] = {-INFINITY, -INFINITY};  // rows acc_row(0 / 1), log2 units
   float row_sum[2] = {0.f, 0.f};              // this thread's columns of P only
+  float seen_max[2] = {-INFINITY, -INFINITY}; // the true max of the rows' logits (log2 units)
   auto sP = make_tensor(make_smem_ptr(sm.p), typename Base::template Tiles<1>{});
 
   auto issue_qk = [&](int buf) {
@@ -181,11 +182,12 @@ __device__ __forceinline__ void decode_softmax_wg(const SparseMlaDecodeParams& p
   // back edge, ptxas 13.0 serializes every wgmma of the kernel (C7514 / C7515).
   for (int blk = 0; blk < n_blocks; ++blk) {
     const int buf = blk & 1;
-    // Masked keys -> -inf, the rest in log2 units; then P = 2^(S - m_new), O and l rescaled.
+    // Masked keys -> -inf (raw logits: the scale folds into the exponent); then P = 2^(x - m_new),
+    // O and l rescaled (lazily: online_softmax_update).
     CUTLASS_PRAGMA_UNROLL
-    for (int i = 0; i < size(acc_s); ++i) acc_s(i) = sm.valid[buf][acc_col(i, t)] ? acc_s(i) * scale_log2 : -INFINITY;
+    for (int i = 0; i < size(acc_s); ++i) acc_s(i) = sm.valid[buf][acc_col(i, t)] ? acc_s(i) : -INFINITY;
     float rescale[2], m_new[2];
-    online_softmax_update(acc_s, p_reg, acc_o, row_max, row_max, row_sum, m_new, rescale);
+    online_softmax_update(acc_s, p_reg, acc_o, scale_log2, row_max, row_max, row_sum, seen_max, m_new, rescale);
     if (blk > 0) bar_sync(kDecodePFree, 256);  // WG1's PV of the previous block has read P and row_scale
     store_tile_stmatrix<MmaQK>(p_reg, sP, t);
     if (t % 4 == 0) {
@@ -220,7 +222,7 @@ __device__ __forceinline__ void decode_softmax_wg(const SparseMlaDecodeParams& p
   float out_scale[2] = {1.f, 1.f};
   if (p.num_splits == 1) {
     sink::RowFinish f[2];
-    finish_rows(row_max, total, p.attn_sink, head0, p.h_q, f);
+    finish_rows(row_max, total, seen_max, p.attn_sink, head0, p.h_q, f);
     CUTLASS_PRAGMA_UNROLL
     for (int h = 0; h < 2; ++h) {
       out_scale[h] = f[h].out_scale;
@@ -259,8 +261,10 @@ __device__ __forceinline__ void decode_right_half_wg(const SparseMlaDecodeParams
     const int buf = blk & 1;
     bar_sync(kDecodePReady, 256);
     const float scale[2] = {sm.row_scale[acc_row(0, t)], sm.row_scale[acc_row(1, t)]};
-    CUTLASS_PRAGMA_UNROLL
-    for (int i = 0; i < size(acc_o); ++i) acc_o(i) *= scale[(i / 2) % 2];
+    if (__any_sync(0xffffffffu, scale[0] != 1.f || scale[1] != 1.f)) {  // lazy rescaling: rarely
+      CUTLASS_PRAGMA_UNROLL
+      for (int i = 0; i < size(acc_o); ++i) acc_o(i) *= scale[(i / 2) % 2];
+    }
     auto sV = make_tensor(make_smem_ptr(sm.kv[buf] + 64 * 256), typename Base::template ValueView<4>{});
     wgmma_ss(MmaPVSmem{}, sP, sV, acc_o, false, t);  // O[:, 256:512] += P V[256:512]
     warpgroup_commit_batch();

@@ -18,10 +18,11 @@ struct PrefillEpilogue {
   int head0;
 
   template <class Acc>
-  __device__ __forceinline__ void operator()(const Acc& acc_o, const float row_max[2], const float total[2]) const {
+  __device__ __forceinline__ void operator()(const Acc& acc_o, const float row_max[2], const float total[2],
+                                             const float true_max[2]) const {
     const int t = threadIdx.x % 128;
     sink::RowFinish f[2];
-    finish_rows(row_max, total, p.attn_sink, head0, p.h_q, f);
+    finish_rows(row_max, total, true_max, p.attn_sink, head0, p.h_q, f);
     const float out_scale[2] = {f[0].out_scale, f[1].out_scale};
     CUTLASS_PRAGMA_UNROLL
     for (int h = 0; h < 2; ++h) {

@@ -27,6 +27,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include "../lazy_rescale.cuh"
 #include "../mma_sm80.cuh"  // ptx::exp2_approx (MUFU.EX2 alone)
 #include "../sink_policy.cuh"
 #include "wgmma.cuh"
@@ -66,7 +67,7 @@ struct SparseMlaSm90Config {
     alignas(1024) bf16 kv[2][kBlockKeys * kDqk];          // [2][64 keys, d_qk] Tiles<kTiles>
     alignas(1024) bf16 p[kP0InRope ? 1 : 2][kHeads * kBlockKeys];  // [64 heads, 64 keys] Tiles<1>: P_1 (and P_0)
     float2 row_max[32];        // the published max of rows (r, r + 8) of each consumer thread quad
-    float2 row_sum[2][32];     // per consumer, for the final sum
+    float4 row_stats[2][32];   // per consumer, for the end: (row sums, true maxes) of rows (r, r + 8)
     int32_t valid[2][kBlockKeys];  // per buffer: key gathered (1) or masked (0)
     Barrier q_ready;
     Barrier ready[2][2], empty[2][2];  // [buffer][region L, R]
@@ -93,48 +94,63 @@ enum SparseMlaBarrier : int {
 };
 
 // The online-softmax update of a consumer thread's two accumulator rows (acc_row(0 / 1)), shared
-// by the prefill's consumers and the decode's WG0: m_new = max(m_base, row max of S) (log2 units),
-// P = 2^(S - m_new) into acc_s (fp32) and p_reg (bf16), O and this thread's row sums rescaled by
-// rescale = 2^(row_max - m_new); row_max becomes m_new. m_base may be row_max itself.
+// by the prefill's consumers and the decode's WG0. acc_s holds raw logits (masked keys -inf);
+// scale_log2 > 0 (the launchers' takes), so the row max is taken on raw logits and the scale folds
+// into the exponent's FFMA. m_new = lazy_max(m_base, scale_log2 * row max of S) (lazy_rescale.cuh:
+// m_base unless the block's max exceeds it by more than 8, so O is almost never rescaled and
+// row_max may lie up to 8 below the true max); P = 2^(x - m_new)
+// into acc_s (fp32) and p_reg (bf16); seen_max[h] = max(seen_max[h], the block's max) (log2 units);
+// O and this thread's row sums rescaled by rescale = 2^(row_max - m_new) when some row of the warp
+// moved (warp-uniform branch; rescale is then also 1 for the rows that did not); row_max becomes
+// m_new. m_base may be row_max itself. Returns whether the warp rescaled (warp-uniform).
 template <class AccS, class PReg, class AccO>
-__device__ __forceinline__ void online_softmax_update(AccS& acc_s, PReg& p_reg, AccO& acc_o, const float m_base[2],
-                                                      float row_max[2], float row_sum[2], float m_new[2],
-                                                      float rescale[2]) {
+__device__ __forceinline__ bool online_softmax_update(AccS& acc_s, PReg& p_reg, AccO& acc_o, float scale_log2,
+                                                      const float m_base[2], float row_max[2], float row_sum[2],
+                                                      float seen_max[2], float m_new[2], float rescale[2]) {
+  float m_use[2];
   CUTLASS_PRAGMA_UNROLL
   for (int h = 0; h < 2; ++h) {
-    float mx = m_base[h];
+    float mx = -INFINITY;
     CUTLASS_PRAGMA_UNROLL
     for (int i = 2 * h; i < size(acc_s); i += 4) mx = fmaxf(mx, fmaxf(acc_s(i), acc_s(i + 1)));
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-    m_new[h] = mx;
+    mx *= scale_log2;
+    seen_max[h] = fmaxf(seen_max[h], mx);
+    m_new[h] = lazy_max(m_base[h], mx, kRescaleThreshold);
     // A row with no valid key yet keeps m = -inf; subtracting 0 keeps its terms exactly 0.
-    const float m_use = mx == -INFINITY ? 0.f : mx;
-    rescale[h] = ptx::exp2_approx(row_max[h] - m_use);
+    m_use[h] = m_new[h] == -INFINITY ? 0.f : m_new[h];
+    rescale[h] = m_new[h] == row_max[h] ? 1.f : ptx::exp2_approx(row_max[h] - m_use[h]);
+  }
+  const bool rescaled = __any_sync(0xffffffffu, rescale[0] != 1.f || rescale[1] != 1.f);
+  if (rescaled) {
     CUTLASS_PRAGMA_UNROLL
-    for (int i = 2 * h; i < size(acc_o); i += 4) {
-      acc_o(i) *= rescale[h];
-      acc_o(i + 1) *= rescale[h];
-    }
+    for (int i = 0; i < size(acc_o); ++i) acc_o(i) *= rescale[(i / 2) % 2];
+  }
+  CUTLASS_PRAGMA_UNROLL
+  for (int h = 0; h < 2; ++h) {
+    const float neg_m = -m_use[h];
     float sum = 0.f;
     CUTLASS_PRAGMA_UNROLL
     for (int i = 2 * h; i < size(acc_s); i += 4) {
-      acc_s(i) = ptx::exp2_approx(acc_s(i) - m_use);
-      acc_s(i + 1) = ptx::exp2_approx(acc_s(i + 1) - m_use);
+      acc_s(i) = ptx::exp2_approx(fmaf(acc_s(i), scale_log2, neg_m));
+      acc_s(i + 1) = ptx::exp2_approx(fmaf(acc_s(i + 1), scale_log2, neg_m));
       p_reg(i) = bf16(acc_s(i));
       p_reg(i + 1) = bf16(acc_s(i + 1));
       sum += acc_s(i) + acc_s(i + 1);
     }
     row_sum[h] = row_sum[h] * rescale[h] + sum;
-    row_max[h] = mx;
+    row_max[h] = m_new[h];
   }
+  return rescaled;
 }
 
 // One consumer warpgroup (kWg = 0 or 1) from Q's arrival to its output half: runs the n_steps
 // steps (two 64-key blocks each) that the producer fills, combines the row sums of both consumers
-// and hands the unnormalized output to `epilogue(acc_o, row_max, row_sum)`: acc_o the 64 x 256
-// fp32 accumulator of channels 256 kWg.., row_max / row_sum per accumulator row half (acc_row),
-// log2 units; row_sum is 0 for a row without a valid key (row_max is then -inf).
+// and hands the unnormalized output to `epilogue(acc_o, row_max, row_sum, true_max)`: acc_o the
+// 64 x 256 fp32 accumulator of channels 256 kWg.., row_max (the sums' reference: lazy, up to 8
+// below the true max) / row_sum / true_max per accumulator row half (acc_row), log2 units; row_sum
+// is 0 for a row without a valid key (row_max and true_max are then -inf).
 // kRegs: the registers setmaxnreg gives each consumer thread (the producer gets the rest).
 template <int kDqk, int kWg, int kRegs, class Epilogue>
 __device__ __forceinline__ void consume(float sm_scale, typename SparseMlaSm90Config<kDqk>::Smem& sm, int n_steps,
@@ -156,6 +172,7 @@ __device__ __forceinline__ void consume(float sm_scale, typename SparseMlaSm90Co
   clear(acc_o);
   float row_max[2] = {-INFINITY, -INFINITY};  // rows acc_row(0 / 1), log2 units
   float row_sum[2] = {0.f, 0.f};              // this thread's columns of P only
+  float seen_max[2] = {-INFINITY, -INFINITY}; // the true max of this consumer's logits (log2 units)
 
   auto sP_of = [&](int c) {  // P_c's shared tile
     bf16* ptr = (C::kP0InRope && c == 0) ? sm.kv[0] + 64 * 512 : sm.p[C::kP0InRope ? 0 : c];
@@ -183,17 +200,16 @@ __device__ __forceinline__ void consume(float sm_scale, typename SparseMlaSm90Co
     if constexpr (first == 0) qk_tiles(kLeft, kTiles, false); else qk_tiles(0, kLeft, false);
     warpgroup_commit_batch();
   };
-  // Masked keys -> -inf, the rest scaled to log2 units; returns nothing, updates acc_s in place.
-  auto mask_and_scale = [&](int phase) {
+  // Masked keys -> -inf (raw logits: the scale is folded into the exponent), in place.
+  auto mask = [&](int phase) {
     sm.valid_ready[wg].wait(phase);
     CUTLASS_PRAGMA_UNROLL
-    for (int i = 0; i < size(acc_s); ++i)
-      acc_s(i) = sm.valid[wg][acc_col(i, t)] ? acc_s(i) * scale_log2 : -INFINITY;
+    for (int i = 0; i < size(acc_s); ++i) acc_s(i) = sm.valid[wg][acc_col(i, t)] ? acc_s(i) : -INFINITY;
   };
-  // P = 2^(S - m_new) for m_new = max(m_base, row max of S); O and l rescaled from row_max.
+  // P = 2^(S - m_new) for m_new = lazy_max(m_base, row max of S); O and l rescaled from row_max.
   auto softmax = [&](const float m_base[2], float m_new[2]) {
     float rescale[2];
-    online_softmax_update(acc_s, p_reg, acc_o, m_base, row_max, row_sum, m_new, rescale);
+    online_softmax_update(acc_s, p_reg, acc_o, scale_log2, m_base, row_max, row_sum, seen_max, m_new, rescale);
   };
   auto publish_max = [&](const float m[2]) {
     __syncwarp();  // the quad's other threads have read the previous value
@@ -208,7 +224,7 @@ __device__ __forceinline__ void consume(float sm_scale, typename SparseMlaSm90Co
   for (int step = 0; step < n_steps; ++step) {
     const int phase = step & 1;
     const bool more = step + 1 < n_steps;
-    mask_and_scale(phase);
+    mask(phase);
     if constexpr (!wg1) {
       float m0[2];
       softmax(row_max, m0);
@@ -221,21 +237,28 @@ __device__ __forceinline__ void consume(float sm_scale, typename SparseMlaSm90Co
       bar_sync(kMax1Ready, 256);
       const float2 m1 = sm.row_max[t / 4];
       const float m1v[2] = {m1.x, m1.y};
+      // P_0, O_0 and l to m1; with lazy rescaling m1 is m0 almost always, and p_reg still holds
+      // P_0 (the RS wgmma only read it).
       float factor[2];
       CUTLASS_PRAGMA_UNROLL
       for (int h = 0; h < 2; ++h) {
-        factor[h] = ptx::exp2_approx(m0[h] - (m1v[h] == -INFINITY ? 0.f : m1v[h]));
+        factor[h] = m1v[h] == m0[h] ? 1.f : ptx::exp2_approx(m0[h] - (m1v[h] == -INFINITY ? 0.f : m1v[h]));
         row_max[h] = m1v[h];
         row_sum[h] *= factor[h];
       }
-      CUTLASS_PRAGMA_UNROLL
-      for (int i = 0; i < size(acc_s); ++i) p_reg(i) = bf16(acc_s(i) * factor[(i / 2) % 2]);
+      const bool moved = __any_sync(0xffffffffu, factor[0] != 1.f || factor[1] != 1.f);
+      if (moved) {
+        CUTLASS_PRAGMA_UNROLL
+        for (int i = 0; i < size(acc_s); ++i) p_reg(i) = bf16(acc_s(i) * factor[(i / 2) % 2]);
+      }
       auto sP0 = sP_of(0);
       store_tile_stmatrix<MmaQK>(p_reg, sP0, t);
       cutlass::arch::fence_view_async_shared();  // generic-proxy stores -> the peer's wgmma reads
       bar_arrive(kP0Ready, 256);
-      CUTLASS_PRAGMA_UNROLL
-      for (int i = 0; i < size(acc_o); ++i) acc_o(i) *= factor[(i / 2) % 2];
+      if (moved) {
+        CUTLASS_PRAGMA_UNROLL
+        for (int i = 0; i < size(acc_o); ++i) acc_o(i) *= factor[(i / 2) % 2];
+      }
       bar_sync(kP1Ready, 256);
       wgmma_ss(MmaPVSmem{}, sP_of(1), sV_of(1), acc_o, false, t);  // O_0 += P_1 V_1[L]
       warpgroup_commit_batch();
@@ -282,28 +305,31 @@ __device__ __forceinline__ void consume(float sm_scale, typename SparseMlaSm90Co
     }
   }
 
-  // ---- the row sums of both consumers (the same order in both), then the epilogue ----
+  // ---- the row sums and true maxes of both consumers (the same order in both), the epilogue ----
   CUTLASS_PRAGMA_UNROLL
   for (int h = 0; h < 2; ++h) {
     row_sum[h] += __shfl_xor_sync(0xffffffffu, row_sum[h], 1);
     row_sum[h] += __shfl_xor_sync(0xffffffffu, row_sum[h], 2);
   }
-  if (t % 4 == 0) sm.row_sum[wg][t / 4] = make_float2(row_sum[0], row_sum[1]);
+  if (t % 4 == 0) sm.row_stats[wg][t / 4] = make_float4(row_sum[0], row_sum[1], seen_max[0], seen_max[1]);
   bar_sync(kSumReady, 256);
-  const float2 s0 = sm.row_sum[0][t / 4], s1 = sm.row_sum[1][t / 4];  // same order in both WGs
+  const float4 s0 = sm.row_stats[0][t / 4], s1 = sm.row_stats[1][t / 4];  // same order in both WGs
   const float total[2] = {s0.x + s1.x, s0.y + s1.y};
-  epilogue(acc_o, row_max, total);
+  const float true_max[2] = {fmaxf(s0.z, s1.z), fmaxf(s0.w, s1.w)};
+  epilogue(acc_o, row_max, total, true_max);
 }
 
 // The null-sink finish of this thread's two accumulator rows (heads head0 + acc_row(h)): out scale,
-// lse and max logit per row; a row without a valid key (row_sum 0) is the empty row.
-__device__ __forceinline__ void finish_rows(const float row_max[2], const float total[2], const float* sinks, int head0,
-                                            int h_q, sink::RowFinish (&f)[2]) {
+// lse and max logit per row (row_max: the sums' reference, true_max: the rows' largest logit, log2
+// units); a row without a valid key (row_sum 0) is the empty row.
+__device__ __forceinline__ void finish_rows(const float row_max[2], const float total[2], const float true_max[2],
+                                            const float* sinks, int head0, int h_q, sink::RowFinish (&f)[2]) {
   const int t = threadIdx.x % 128;
   CUTLASS_PRAGMA_UNROLL
   for (int h = 0; h < 2; ++h) {
     const float m = total[h] == 0.f ? -INFINITY : row_max[h];
     f[h] = sink::NullSink::finish(m, total[h], sink::load_log2(sinks, min(head0 + acc_row(h, t), h_q - 1)));
+    if (total[h] != 0.f) f[h].max_logit = true_max[h] * sink::kLn2;
   }
 }
 

@@ -153,6 +153,7 @@ __global__ void __launch_bounds__(WindowConfig<typename CuteElement<Tg>::type, k
   const int hk = blockIdx.y / shape.head_blocks_per_kv;
   const int h_base = hk * shape.group + (blockIdx.y % shape.head_blocks_per_kv) * shape.heads_per_cta;
   const float c = shape.scale_log2;  // > 0 (window_attention_sm90_takes): max(c s) = c max(s)
+  const float threshold_raw = fminf(kRescaleThreshold / c, FLT_MAX);  // lazy rescaling (lazy_rescale.cuh), raw logits
   // This thread's two accumulator rows' sinks (log2 units) and, for key0, the bias in raw logit
   // units (the max and the masks run on raw logits).
   float sink_r[2], bias_raw[2];
@@ -271,7 +272,7 @@ __global__ void __launch_bounds__(WindowConfig<typename CuteElement<Tg>::type, k
         const bool key0_tile = Sink::kKey0Bias && kc == 0;  // blocks start on 16-key chunks
         bias_and_mask(acc_s, kc, key0_tile, bias_raw, lo_r, hi_r, lo_last, hi_first, t);
         float mc[2], alpha[2];
-        update_row_max(acc_s, row_max, row_sum, c, alpha, mc);
+        update_row_max<true>(acc_s, row_max, row_sum, c, threshold_raw, alpha, mc);
         // O is rescaled only when some row of the warp has a new max (warp-uniform branch), never
         // after the first block (O is zero: a narrow window's only block).
         if (kc != k_first && __any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {

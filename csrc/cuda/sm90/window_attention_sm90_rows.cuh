@@ -10,6 +10,7 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include "../lazy_rescale.cuh"
 #include "../mma_sm80.cuh"  // ptx::exp2_approx (MUFU.EX2 alone)
 #include "../sink_policy.cuh"
 #include "../window_bounds.cuh"
@@ -150,11 +151,14 @@ __device__ __forceinline__ void bias_and_mask(TS& acc_s, int kc, bool key0_block
   }
 }
 
-// The rows' new max (raw logits) over the block, each row's rescale alpha of everything before it
-// (row_sum is rescaled here; O is the caller's), and mc = the max in log2 units for the exponent.
-template <class TS>
+// The rows' new running max (raw logits) over the block, each row's rescale alpha of everything
+// before it (row_sum is rescaled here; O is the caller's, when some alpha of the warp is not 1), and
+// mc = the max in log2 units for the exponent. c > 0. kLazy: the max moves only by more than
+// threshold_raw = kRescaleThreshold / c (lazy_rescale.cuh; the window op has no max_logits output,
+// so the stale max needs no true max beside it); else at every new max.
+template <bool kLazy, class TS>
 __device__ __forceinline__ void update_row_max(const TS& acc_s, float (&row_max)[2], float (&row_sum)[2], float c,
-                                               float (&alpha)[2], float (&mc)[2]) {
+                                               float threshold_raw, float (&alpha)[2], float (&mc)[2]) {
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     float mx = row_max[h];
@@ -162,6 +166,7 @@ __device__ __forceinline__ void update_row_max(const TS& acc_s, float (&row_max)
     for (int i = 2 * h; i < size(acc_s); i += 4) mx = fmaxf(mx, fmaxf(acc_s(i), acc_s(i + 1)));
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    if constexpr (kLazy) mx = lazy_max(row_max[h], mx, threshold_raw);
     // m_old == m_new covers -inf == -inf (nothing seen yet) and +inf == +inf (a +inf key0 sink).
     alpha[h] = row_max[h] == mx ? 1.f : ptx::exp2_approx((row_max[h] - mx) * c);
     row_max[h] = mx;

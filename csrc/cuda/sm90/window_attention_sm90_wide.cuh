@@ -51,6 +51,10 @@ struct WideWindowConfig {
   // SINKOPS_WA90W_D64_WARPGROUPS macro: tuning runs only), else two
   static constexpr int kConsumers = kHeadDim <= 64 ? SINKOPS_WA90W_D64_WARPGROUPS : 2;
   static constexpr int kThreads = 128 * kConsumers;
+  // Lazy rescaling (lazy_rescale.cuh) with two warpgroups (d > 64): causal 1x4096 d 128 -3 %; with
+  // three (d <= 64) it cost 1.5 % on full and 7 % on causal 16x1024 (its SASS grew by 112
+  // instructions at 165-168 registers), so they keep the eager rule (bench/NOTES.md "Prefill v1.3").
+  static constexpr bool kLazyRescale = kConsumers == 2;
   static constexpr int kCtaRows = 64 * kConsumers;
   // Keys per tile (SINKOPS_WA90W_BLOCK_N: tuning runs only).
 #ifndef SINKOPS_WA90W_BLOCK_N
@@ -108,6 +112,7 @@ __global__ void __launch_bounds__(WideWindowConfig<typename CuteElement<Tg>::typ
   const int hk = blockIdx.y / shape.head_blocks_per_kv;
   const int h_base = hk * shape.group + (blockIdx.y % shape.head_blocks_per_kv) * shape.heads_per_cta;
   const float c = shape.scale_log2;  // > 0 (window_attention_sm90_takes): max(c s) = c max(s)
+  const float threshold_raw = fminf(kRescaleThreshold / c, FLT_MAX);  // lazy rescaling (lazy_rescale.cuh), raw logits
   float sink_r[2], bias_raw[2];      // this thread's two rows: sink (log2 units), key0 bias (raw logits)
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -203,7 +208,7 @@ __global__ void __launch_bounds__(WideWindowConfig<typename CuteElement<Tg>::typ
       const bool key0_tile = Sink::kKey0Bias && kt == 0;
       bias_and_mask(acc_s, kt, key0_tile, bias_raw, lo_r, hi_r, lo_last, hi_first, t);
       float mc[2];
-      update_row_max(acc_s, row_max, row_sum, c, alpha, mc);
+      update_row_max<C::kLazyRescale>(acc_s, row_max, row_sum, c, threshold_raw, alpha, mc);
       exponentials(acc_s, c, mc, key0_tile, t);
 #pragma unroll
       for (int i = 0; i < size(acc_s); ++i) row_sum[(i / 2) % 2] += acc_s(i);
