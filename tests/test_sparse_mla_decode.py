@@ -99,6 +99,22 @@ def test_topk_length_and_extra_pool(target, layout, b):
     assert torch.isposinf(lse[0]).all()
 
 
+@pytest.mark.parametrize("target,c", params(cases=[dict(layout=lay, size="large") for lay in LAYOUTS], op="mla",
+                                            case_id=lambda c: c["layout"]))
+def test_many_items_per_cta(target, c):
+    """~600 (head block, row) items, so a persistent kernel runs ~5 per CTA: rows that see no key,
+    only the extra pool or a prefix of the main one, in every order."""
+    case = _make_case(target, 150, 2, 128, c["layout"], 640, 4096, extra=True)
+    b = case["q"].shape[0]
+    tl = torch.randint(0, 641, (b,), dtype=torch.int32)
+    etl = torch.randint(0, case["extra_indices"].shape[-1] + 1, (b,), dtype=torch.int32)
+    tl[::5], etl[::5] = 0, 0   # rows with no key between the others
+    tl[1::7] = 0               # extra pool only
+    case["topk_length"], case["extra_topk_length"] = tl.to(target.device), etl.to(target.device)
+    out, lse = check_against_oracle(target, case, _sink(128, "dsv4"), f"{c['layout']} many items")
+    assert torch.equal(out[0], torch.zeros_like(out[0]))
+
+
 @pytest.mark.parametrize("target", params(op="mla"))
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("b", [1, 64])

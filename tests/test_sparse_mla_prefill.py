@@ -60,6 +60,24 @@ def test_grid_vs_oracle(target, c):
     check_against_oracle(run_prefill(target, case, scale, sink, tl), case, scale, sink, tl)
 
 
+@pytest.mark.parametrize("target,c", params(cases=[dict(d_qk=d, h_q=h, size="large") for d in (512, 576)
+                                                   for h in (128, 100)],
+                                            op="mla", case_id=lambda c: f"d{c['d_qk']}_h{c['h_q']}"))
+def test_many_rows_per_cta(target, c):
+    """More (row, head block) items than a GPU has SMs, so a persistent kernel runs ~10 items per
+    CTA: rows of 0, 1 and 2 steps in every order, runs of empty rows between them, a partial head
+    block (100 heads)."""
+    s_q, topk = 640, 256
+    case = make_sparse_prefill_case(s_q, 5000, c["h_q"], c["d_qk"], topk, device=target.device)
+    scale = c["d_qk"] ** -0.5
+    sink = dsv4_sinks_with_infs(c["h_q"])
+    tl = torch.randint(1, topk + 1, (s_q,), dtype=torch.int32)
+    tl[torch.arange(s_q) // 3 % 4 == 0] = 0  # runs of three empty rows
+    tl[torch.arange(s_q) % 11 == 5] = 1      # one key: one step with a single valid key
+    check_against_oracle(run_prefill(target, case, scale, sink, tl.to(target.device)), case, scale, sink,
+                         tl.to(target.device))
+
+
 @pytest.mark.parametrize("target", params(op="mla"))
 @pytest.mark.parametrize("d_qk", [512, 576])
 @pytest.mark.parametrize("scale", [1.0, 0.0, -0.05])

@@ -93,6 +93,14 @@ def prefill(backend):
         s = torch.randn(hq, device=dev)
         sinkops.sparse_mla_prefill(q, kv, idx, 0.05, attn_sink=s, backend=backend)
         sinkops.sparse_mla_prefill(q, kv, idx, 0.05, attn_sink=s, topk_length=tl, backend=backend)
+    # more (row, head block) items than SMs, so persistent CTAs run several: rows of 0, 1 and 2 steps
+    q = torch.randn(300, 128, 576, device=dev, dtype=torch.bfloat16)
+    kv = torch.randn(400, 1, 576, device=dev, dtype=torch.bfloat16)
+    idx = torch.randint(-5, 410, (300, 1, 140), device=dev, dtype=torch.int32)
+    tl = torch.randint(0, 141, (300,), device=dev, dtype=torch.int32)
+    tl[::4] = 0
+    sinkops.sparse_mla_prefill(q, kv, idx, 0.05, attn_sink=torch.randn(128, device=dev), topk_length=tl,
+                               backend=backend)
 
 
 def decode(backend):
@@ -100,9 +108,10 @@ def decode(backend):
         cache = sinkops.pack_kv_cache(torch.randn(300, dqk, device=dev, dtype=torch.bfloat16), layout, block_size=64)
         # split-k + combine, split, single pass; 150 + 9 keys: three 64-key blocks (both buffers
         # reused); 128 heads: two head blocks per row; <= 32 heads: the sm90 few-heads kernel
-        # (N = 8 and 16: split, and single pass at 400 / 300 rows; batch 1 at 64 heads: 8-head blocks)
+        # (N = 8 and 16: split, and single pass at 400 / 300 rows; batch 1 at 64 heads: 8-head blocks);
+        # 480 single-pass items at 128 heads: persistent CTAs run several
         for b, topk, hq in ((1, 37, 16), (3, 150, 128), (80, 37, 16), (2, 150, 8), (200, 150, 8), (150, 150, 16),
-                            (1, 150, 64)):
+                            (1, 150, 64), (120, 150, 128)):
             q = torch.randn(b, 2, hq, dqk, device=dev, dtype=torch.bfloat16)
             idx = torch.randint(-5, 330, (b, 2, topk), device=dev, dtype=torch.int32)
             idx[0, 0, :3] = torch.tensor([I32_MIN, I32_MAX, 320], dtype=torch.int32)

@@ -54,6 +54,7 @@ struct DecodeSm90Config {
     float out_scale[64];                  // per head row: the epilogue's 1 / (sum + sink)
     int32_t valid[2][64];                 // per buffer: key gathered (1) or masked (0)
     Barrier q_ready, ready[2], empty[2];
+    Barrier q_empty;  // persistent CTAs: both consumers' epilogues are done with q
   };
   static constexpr int kSmemBytes = sizeof(Smem);
 };
@@ -75,13 +76,9 @@ struct DecodeProducer {
   Gather g;
   typename C::Smem& sm;
 
-  // Per block: wait for the buffer, convert what is staged, fence (generic-proxy stores -> the
-  // consumers' wgmma reads), arrive; then issue the next block's loads and the indices of the one
-  // after (the indices are two blocks ahead, so a block's loads never wait for its index loads).
-  __device__ void run(int head0, int n_blocks) {
-    cutlass::arch::warpgroup_reg_dealloc<kDecodeProducerRegs>();
+  // Q rows of this head block (zero rows past h_q), 16-byte chunks 2 quarter and 2 quarter + 1.
+  __device__ void load_q(int head0) {
     const SparseMlaDecodeParams& p = g.p;
-    // Q rows of this head block (zero rows past h_q), 16-byte chunks 2 quarter and 2 quarter + 1.
     const bf16* q_rows = static_cast<const bf16*>(p.q) + g.bi * p.q_batch_stride + g.si * p.q_row_stride;
     const int64_t q_off = sm.q - sm.kv[0];
 #pragma unroll
@@ -97,6 +94,15 @@ struct DecodeProducer {
     }
     cp_async_arrive(sm.q_ready);
     cp_async_commit();
+  }
+
+  // Per block: wait for the buffer, convert what is staged, fence (generic-proxy stores -> the
+  // consumers' wgmma reads), arrive; then issue the next block's loads and the indices of the one
+  // after (the indices are two blocks ahead, so a block's loads never wait for its index loads).
+  // blk_base: the blocks of this CTA's earlier items (persistent CTAs: the buffers' phases run on);
+  // after_block(blk) runs once block blk is handed over and the next block's loads are issued.
+  template <class AfterBlock>
+  __device__ void run_blocks(int n_blocks, int blk_base, AfterBlock&& after_block) {
     if (n_blocks > 0) {
       int idx[2];
       Staged s[2];
@@ -104,8 +110,8 @@ struct DecodeProducer {
       g.load(s, 0, idx);
       if (n_blocks > 1) g.load_indices(idx, 1);
       for (int blk = 0; blk < n_blocks; ++blk) {
-        const int buf = blk & 1;
-        sm.empty[buf].wait(((blk >> 1) & 1) ^ 1);  // the first wait on each buffer passes
+        const int gb = blk_base + blk, buf = gb & 1;
+        sm.empty[buf].wait(((gb >> 1) & 1) ^ 1);  // the first wait on each buffer passes
         g.store(s, buf * (64 * kDqk), sm.valid[buf]);
         cutlass::arch::fence_view_async_shared();
         sm.ready[buf].arrive();
@@ -113,8 +119,16 @@ struct DecodeProducer {
           g.load(s, blk + 1, idx);
           if (blk + 2 < n_blocks) g.load_indices(idx, blk + 2);
         }
+        after_block(blk);
       }
     }
+  }
+
+  // A one-item CTA's producer: Q, then the blocks.
+  __device__ void run(int head0, int n_blocks) {
+    cutlass::arch::warpgroup_reg_dealloc<kDecodeProducerRegs>();
+    load_q(head0);
+    run_blocks(n_blocks, 0, [](int) {});
     cp_async_wait_all();
   }
 };
@@ -142,14 +156,16 @@ __device__ __forceinline__ void decode_store_half(const SparseMlaDecodeParams& p
 }
 
 // WG0: S, softmax, P, the left half of O; the row statistics and lse at the end.
+// blk_base: the blocks of this CTA's earlier items (the buffers' phases run on); q_phase: this
+// item's phase of q_ready. The caller has set the warpgroup's registers (kDecodeWg0Regs).
 template <int kDqk>
 __device__ __forceinline__ void decode_softmax_wg(const SparseMlaDecodeParams& p, typename DecodeSm90Config<kDqk>::Smem& sm,
-                                                  int n_blocks, int row, int head0, int split) {
+                                                  int n_blocks, int row, int head0, int split, int blk_base,
+                                                  int q_phase) {
   using Base = SparseMlaSm90Config<kDqk>;
   using MmaQK = typename Base::MmaQK;
   using MmaPVReg = typename Base::MmaPVReg;
   constexpr int kTiles = Base::kTiles;
-  cutlass::arch::warpgroup_reg_alloc<kDecodeWg0Regs>();
   const int t = threadIdx.x % 128;
   const float scale_log2 = p.sm_scale * sink::kLog2e;
 
@@ -172,16 +188,16 @@ __device__ __forceinline__ void decode_softmax_wg(const SparseMlaDecodeParams& p
     warpgroup_commit_batch();
   };
 
-  sm.q_ready.wait(0);
+  sm.q_ready.wait(q_phase);
   if (n_blocks > 0) {
-    sm.ready[0].wait(0);
-    issue_qk(0);
+    sm.ready[blk_base & 1].wait((blk_base >> 1) & 1);
+    issue_qk(blk_base & 1);
     warpgroup_wait<0>();
   }
   // Every wgmma is retired by the end of an iteration: with one still in flight across the loop's
   // back edge, ptxas 13.0 serializes every wgmma of the kernel (C7514 / C7515).
   for (int blk = 0; blk < n_blocks; ++blk) {
-    const int buf = blk & 1;
+    const int gb = blk_base + blk, buf = gb & 1;
     // Masked keys -> -inf (raw logits: the scale folds into the exponent); then P = 2^(x - m_new),
     // O and l rescaled (lazily: online_softmax_update).
     CUTLASS_PRAGMA_UNROLL
@@ -200,7 +216,7 @@ __device__ __forceinline__ void decode_softmax_wg(const SparseMlaDecodeParams& p
     wgmma_rs(MmaPVReg{}, p_reg, sV, acc_o, t);  // O[:, 0:256] += P V[0:256]
     warpgroup_commit_batch();
     if (blk + 1 < n_blocks) {
-      sm.ready[buf ^ 1].wait(((blk + 1) >> 1) & 1);
+      sm.ready[buf ^ 1].wait(((gb + 1) >> 1) & 1);
       issue_qk(buf ^ 1);  // S of the next block while this PV (and WG1's half) runs
       warpgroup_wait<1>();
       sm.empty[buf].arrive();
@@ -247,18 +263,18 @@ __device__ __forceinline__ void decode_softmax_wg(const SparseMlaDecodeParams& p
 }
 
 // WG1: the right half of O.
+// The caller has set the warpgroup's registers (kDecodeWg1Regs).
 template <int kDqk>
 __device__ __forceinline__ void decode_right_half_wg(const SparseMlaDecodeParams& p, typename DecodeSm90Config<kDqk>::Smem& sm,
-                                                     int n_blocks, int row, int head0, int split) {
+                                                     int n_blocks, int row, int head0, int split, int blk_base) {
   using Base = SparseMlaSm90Config<kDqk>;
   using MmaPVSmem = typename Base::MmaPVSmem;
-  cutlass::arch::warpgroup_reg_dealloc<kDecodeWg1Regs>();
   const int t = threadIdx.x % 128;
   Tensor acc_o = partition_fragment_C(MmaPVSmem{}, Shape<_64, _256>{});  // O[:, 256:512]
   clear(acc_o);
   auto sP = make_tensor(make_smem_ptr(sm.p), typename Base::template Tiles<1>{});
   for (int blk = 0; blk < n_blocks; ++blk) {
-    const int buf = blk & 1;
+    const int buf = (blk_base + blk) & 1;
     bar_sync(kDecodePReady, 256);
     const float scale[2] = {sm.row_scale[acc_row(0, t)], sm.row_scale[acc_row(1, t)]};
     if (__any_sync(0xffffffffu, scale[0] != 1.f || scale[1] != 1.f)) {  // lazy rescaling: rarely
@@ -315,28 +331,13 @@ __global__ void __launch_bounds__(384, 1) sparse_mla_decode_sm90_kernel(const __
     DecodeProducer<L> producer{Fp8BlockGather<L>(p, row, key_begin, key_end, sm.kv[0], t), sm};
     producer.run(head0, n_blocks);
   } else if (wg == 0) {
-    decode_softmax_wg<kDqk>(p, sm, n_blocks, row, head0, split);
+    cutlass::arch::warpgroup_reg_alloc<kDecodeWg0Regs>();
+    decode_softmax_wg<kDqk>(p, sm, n_blocks, row, head0, split, 0, 0);
   } else {
-    decode_right_half_wg<kDqk>(p, sm, n_blocks, row, head0, split);
+    cutlass::arch::warpgroup_reg_dealloc<kDecodeWg1Regs>();
+    decode_right_half_wg<kDqk>(p, sm, n_blocks, row, head0, split, 0);
   }
 #endif
 }
-
-}  // namespace sinkops::cuda::sm90
-
-namespace sinkops::cuda::sm90 {
-
-// Per-layout launch, instantiated in sparse_mla_decode_sm90_v4.cu / _v32.cu (they compile in parallel).
-template <KvCacheLayout L>
-void launch_decode_sm90(const SparseMlaDecodeParams& p, cudaStream_t stream) {
-  constexpr auto kernel = sparse_mla_decode_sm90_kernel<L>;
-  constexpr int smem = DecodeSm90Config<KvLayout<L>::kDqk>::kSmemBytes;
-  reserve_dynamic_smem<kernel>(smem, "sparse_mla_decode (sm90)");
-  const dim3 grid((p.h_q + 63) / 64, p.num_splits, p.b * p.s_q);
-  kernel<<<grid, 384, smem, stream>>>(p);
-  check_launch("sparse_mla_decode (sm90)");
-}
-extern template void launch_decode_sm90<KvCacheLayout::kV4>(const SparseMlaDecodeParams&, cudaStream_t);
-extern template void launch_decode_sm90<KvCacheLayout::kV32>(const SparseMlaDecodeParams&, cudaStream_t);
 
 }  // namespace sinkops::cuda::sm90

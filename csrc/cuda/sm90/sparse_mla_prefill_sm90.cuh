@@ -38,6 +38,8 @@ struct PrefillEpilogue {
   }
 };
 
+// grid: (s_q, head blocks); block: 384 threads; dynamic smem: Smem of d_qk. One CTA = one query
+// row x 64 heads (sparse_mla_prefill_sm90_persistent.cuh: CTAs that run rows one after another).
 template <int kDqk>
 __global__ void __launch_bounds__(384, 1) sparse_mla_prefill_sm90_kernel(const __grid_constant__ SparseMlaPrefillParams p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -140,8 +142,13 @@ __global__ void __launch_bounds__(384, 1) sparse_mla_prefill_sm90_kernel(const _
     return;
   }
 
-  if (wg == 0) consume<kDqk, 0, C::kConsumerRegs>(p.sm_scale, sm, n_steps, PrefillEpilogue<kDqk, 0>{p, sm, q_idx, head0});
-  else consume<kDqk, 1, C::kConsumerRegs>(p.sm_scale, sm, n_steps, PrefillEpilogue<kDqk, 1>{p, sm, q_idx, head0});
+  if (wg == 0) {
+    cutlass::arch::warpgroup_reg_alloc<C::kConsumerRegs>();
+    consume<kDqk, 0>(p.sm_scale, sm, n_steps, 0, 0, PrefillEpilogue<kDqk, 0>{p, sm, q_idx, head0});
+  } else {
+    cutlass::arch::warpgroup_reg_alloc<C::kConsumerRegs>();
+    consume<kDqk, 1>(p.sm_scale, sm, n_steps, 0, 0, PrefillEpilogue<kDqk, 1>{p, sm, q_idx, head0});
+  }
 #endif
 }
 

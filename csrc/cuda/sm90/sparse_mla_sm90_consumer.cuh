@@ -34,6 +34,19 @@
 
 namespace sinkops::cuda::sm90 {
 
+// Tuning knobs, both off until timed on the device (bench/NOTES.md "Prefill v1.4"):
+// SINKOPS_PREFILL_MASK_VOTE: a consumer warp votes on the block's 64 valid flags and skips the
+// per-element mask when all are set; SINKOPS_PREFILL_PERSISTENT: one CTA per SM runs query rows
+// one after another (sparse_mla_prefill_sm90.cuh).
+#ifndef SINKOPS_PREFILL_MASK_VOTE
+#define SINKOPS_PREFILL_MASK_VOTE 0
+#endif
+#ifndef SINKOPS_PREFILL_PERSISTENT
+#define SINKOPS_PREFILL_PERSISTENT 0
+#endif
+constexpr bool kPrefillMaskVote = SINKOPS_PREFILL_MASK_VOTE != 0;
+constexpr bool kPrefillPersistent = SINKOPS_PREFILL_PERSISTENT != 0;
+
 template <int kDqk>
 struct SparseMlaSm90Config {
   static_assert(kDqk == 512 || kDqk == 576, "v4 (512) and v32 (576) rows");
@@ -72,6 +85,7 @@ struct SparseMlaSm90Config {
     Barrier q_ready;
     Barrier ready[2][2], empty[2][2];  // [buffer][region L, R]
     Barrier valid_ready[2];            // [buffer]
+    Barrier q_empty;                   // persistent CTAs: both consumers' epilogues are done with q
   };
   static constexpr int kSmemBytes = sizeof(Smem);
 };
@@ -145,18 +159,18 @@ __device__ __forceinline__ bool online_softmax_update(AccS& acc_s, PReg& p_reg, 
   return rescaled;
 }
 
-// One consumer warpgroup (kWg = 0 or 1) from Q's arrival to its output half: runs the n_steps
-// steps (two 64-key blocks each) that the producer fills, combines the row sums of both consumers
-// and hands the unnormalized output to `epilogue(acc_o, row_max, row_sum, true_max)`: acc_o the
-// 64 x 256 fp32 accumulator of channels 256 kWg.., row_max (the sums' reference: lazy, up to 8
-// below the true max) / row_sum / true_max per accumulator row half (acc_row), log2 units; row_sum
-// is 0 for a row without a valid key (row_max and true_max are then -inf).
-// kRegs: the registers setmaxnreg gives each consumer thread (the producer gets the rest).
-template <int kDqk, int kWg, int kRegs, class Epilogue>
+// One consumer warpgroup (kWg = 0 or 1) from Q's arrival to its output half for one query row:
+// runs the n_steps steps (two 64-key blocks each) that the producer fills, combines the row sums of
+// both consumers and hands the unnormalized output to `epilogue(acc_o, row_max, row_sum, true_max)`:
+// acc_o the 64 x 256 fp32 accumulator of channels 256 kWg.., row_max (the sums' reference: lazy, up
+// to 8 below the true max) / row_sum / true_max per accumulator row half (acc_row), log2 units;
+// row_sum is 0 for a row without a valid key (row_max and true_max are then -inf).
+// step_base: the steps this CTA ran before this row (the barriers' phases run on across the rows
+// of a persistent CTA); q_phase: the phase of this row's Q on sm.q_ready.
+template <int kDqk, int kWg, class Epilogue>
 __device__ __forceinline__ void consume(float sm_scale, typename SparseMlaSm90Config<kDqk>::Smem& sm, int n_steps,
-                                        Epilogue&& epilogue) {
+                                        int step_base, int q_phase, Epilogue&& epilogue) {
   using C = SparseMlaSm90Config<kDqk>;
-  cutlass::arch::warpgroup_reg_alloc<kRegs>();
   using MmaQK = typename C::MmaQK;
   using MmaPVReg = typename C::MmaPVReg;
   using MmaPVSmem = typename C::MmaPVSmem;
@@ -203,6 +217,10 @@ __device__ __forceinline__ void consume(float sm_scale, typename SparseMlaSm90Co
   // Masked keys -> -inf (raw logits: the scale is folded into the exponent), in place.
   auto mask = [&](int phase) {
     sm.valid_ready[wg].wait(phase);
+    if constexpr (kPrefillMaskVote) {  // a block whose 64 keys are all valid needs no select
+      const int lane = t % 32;
+      if (__all_sync(0xffffffffu, sm.valid[wg][lane] & sm.valid[wg][lane + 32])) return;
+    }
     CUTLASS_PRAGMA_UNROLL
     for (int i = 0; i < size(acc_s); ++i) acc_s(i) = sm.valid[wg][acc_col(i, t)] ? acc_s(i) : -INFINITY;
   };
@@ -216,13 +234,13 @@ __device__ __forceinline__ void consume(float sm_scale, typename SparseMlaSm90Co
     if (t % 4 == 0) sm.row_max[t / 4] = make_float2(m[0], m[1]);
   };
 
-  sm.q_ready.wait(0);
+  sm.q_ready.wait(q_phase);
   if (n_steps > 0) {
-    issue_qk(0);
+    issue_qk(step_base & 1);
     warpgroup_wait<0>();
   }
   for (int step = 0; step < n_steps; ++step) {
-    const int phase = step & 1;
+    const int phase = (step_base + step) & 1;
     const bool more = step + 1 < n_steps;
     mask(phase);
     if constexpr (!wg1) {
