@@ -103,10 +103,12 @@ def test_topk_length_and_extra_pool(target, layout, b):
                                             case_id=lambda c: c["layout"]))
 def test_many_items_per_cta(target, c):
     """~600 (head block, row) items, so a persistent kernel runs ~5 per CTA: rows that see no key,
-    only the extra pool or a prefix of the main one, in every order."""
-    case = _make_case(target, 150, 2, 128, c["layout"], 640, 4096, extra=True)
+    only the extra pool or a prefix of the main one, in every order. 600 + 301 keys = 15 blocks
+    per item, so consecutive items start on other buffers and phases (a multiple of 4 would not)."""
+    case = _make_case(target, 150, 2, 128, c["layout"], 600, 4096, extra=True)
+    assert (case["indices"].shape[-1] + case["extra_indices"].shape[-1] + 63) // 64 % 4 != 0
     b = case["q"].shape[0]
-    tl = torch.randint(0, 641, (b,), dtype=torch.int32)
+    tl = torch.randint(0, 601, (b,), dtype=torch.int32)
     etl = torch.randint(0, case["extra_indices"].shape[-1] + 1, (b,), dtype=torch.int32)
     tl[::5], etl[::5] = 0, 0   # rows with no key between the others
     tl[1::7] = 0               # extra pool only

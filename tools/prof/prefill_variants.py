@@ -1,7 +1,9 @@
 """Graph-replay µs (TFLOP/s) of the sm_90a sparse MLA prefill on the prefill bench's large cases, for
 A/B runs of kernel variants (tools/prof/variant_so.sh; bench/NOTES.md): run once per variant with
 PYTHONPATH pointing at that build, then compare the printed rows. FLASHMLA=1 adds FlashMLA's row
-(the peer, same shapes) and each case's max |Δ| against it.
+(the peer, same shapes) and each case's max |Δ| against it; RAGGED=1 also times every case with a
+ragged topk_length (each row a random count in [topk / 4, topk], seeded: the load balance of a
+persistent grid, whose CTAs take their items round robin).
     python3 tools/prof/prefill_variants.py LABEL [case substrings ...]"""
 import os
 import sys
@@ -27,6 +29,12 @@ for name, hq, dqk, topk in CASES:
     f = lambda: sinkops.sparse_mla_prefill(q, kv, idx, dqk ** -0.5, D_V, sink, out=out, backend="cuda")  # noqa: E731
     us = graph_us(f)
     ours.append(f"{name}: {us:.1f} ({flops / us / 1e6:.0f})")
+    if os.environ.get("RAGGED") == "1":
+        g = torch.Generator().manual_seed(7)
+        tl = torch.randint(topk // 4, topk + 1, (sq,), generator=g, dtype=torch.int32).cuda()
+        fr = lambda: sinkops.sparse_mla_prefill(q, kv, idx, dqk ** -0.5, D_V, sink, topk_length=tl, out=out,  # noqa: E731
+                                                backend="cuda")
+        ours.append(f"{name} ragged: {graph_us(fr):.1f}")
     if peer:
         import flash_mla
         fm = lambda: flash_mla.flash_mla_sparse_fwd(q, kv, idx, dqk ** -0.5, D_V, sink)  # noqa: E731

@@ -74,15 +74,16 @@ __global__ void __launch_bounds__(384, 1)
     for (int64_t item = blockIdx.x; item < n_items; item += gridDim.x, ++k) {
       const DecodeItem it = decode_item(p, item);
       DecodeProducer<L> producer{Fp8BlockGather<L>(p, it.row, it.key_begin, it.key_end, sm.kv[0], t), sm};
-      // Item k's Q once item k - 1's epilogues are done with the q buffer: after the item's first
-      // two blocks (both buffers), which the producer converts while that epilogue runs.
+      // The first item's Q goes first, as in the one-item kernel; a later item's once the item
+      // before's epilogues are done with the q buffer, after this item's first two blocks (both
+      // buffers), which the producer converts while that epilogue runs.
       auto load_q = [&] {
         if (k > 0) sm.q_empty.wait((k - 1) & 1);
         producer.load_q(it.head0);
       };
-      if (it.n_blocks == 0) load_q();
+      if (k == 0 || it.n_blocks == 0) load_q();
       producer.run_blocks(it.n_blocks, blk_base, [&](int blk) {
-        if (blk == min(1, it.n_blocks - 1)) load_q();
+        if (k > 0 && blk == min(1, it.n_blocks - 1)) load_q();
       });
       blk_base += it.n_blocks;
     }

@@ -113,7 +113,11 @@ __global__ void __launch_bounds__(384, 1)
         }
         cp_async_arrive(sm.q_ready);
       };
-      if (it.n_steps == 0) load_q();
+      // The first item's Q goes first, as in the one-item kernel (nothing to wait for); a later
+      // item's after its first step's gathers, which the producer issues during the previous
+      // item's epilogue (its q_ready then also covers those gathers: .noinc counts every earlier
+      // cp.async of the thread).
+      if (k == 0 || it.n_steps == 0) load_q();
       const int32_t* idx_row = p.indices + it.q_idx * p.indices_row_stride;
       for (int step = 0; step < it.n_steps; ++step) {
         const int phase = ((step_base + step) & 1) ^ 1;  // the first wait on each empty barrier passes
@@ -141,7 +145,7 @@ __global__ void __launch_bounds__(384, 1)
         sm.empty[1][0].wait(phase);
         copy_region(1, 0, kLeft);
         cp_async_arrive(sm.ready[1][0]);
-        if (step == 0) load_q();  // the first step's gathers go before the wait for the q buffer
+        if (k > 0 && step == 0) load_q();
       }
       if (!items.next()) break;
       step_base += it.n_steps;

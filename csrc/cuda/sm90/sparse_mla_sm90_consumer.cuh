@@ -37,7 +37,7 @@ namespace sinkops::cuda::sm90 {
 // Tuning knobs, both off until timed on the device (bench/NOTES.md "Prefill v1.4"):
 // SINKOPS_PREFILL_MASK_VOTE: a consumer warp votes on the block's 64 valid flags and skips the
 // per-element mask when all are set; SINKOPS_PREFILL_PERSISTENT: one CTA per SM runs query rows
-// one after another (sparse_mla_prefill_sm90.cuh).
+// one after another (sparse_mla_prefill_sm90_persistent.cuh).
 #ifndef SINKOPS_PREFILL_MASK_VOTE
 #define SINKOPS_PREFILL_MASK_VOTE 0
 #endif
