@@ -116,9 +116,9 @@ enum SparseMlaBarrier : int {
 // into acc_s (fp32) and p_reg (bf16); seen_max[h] = max(seen_max[h], the block's max) (log2 units);
 // O and this thread's row sums rescaled by rescale = 2^(row_max - m_new) when some row of the warp
 // moved (warp-uniform branch; rescale is then also 1 for the rows that did not); row_max becomes
-// m_new. m_base may be row_max itself. Returns whether the warp rescaled (warp-uniform).
+// m_new. m_base may be row_max itself.
 template <class AccS, class PReg, class AccO>
-__device__ __forceinline__ bool online_softmax_update(AccS& acc_s, PReg& p_reg, AccO& acc_o, float scale_log2,
+__device__ __forceinline__ void online_softmax_update(AccS& acc_s, PReg& p_reg, AccO& acc_o, float scale_log2,
                                                       const float m_base[2], float row_max[2], float row_sum[2],
                                                       float seen_max[2], float m_new[2], float rescale[2]) {
   float m_use[2];
@@ -156,7 +156,6 @@ __device__ __forceinline__ bool online_softmax_update(AccS& acc_s, PReg& p_reg, 
     row_sum[h] = row_sum[h] * rescale[h] + sum;
     row_max[h] = m_new[h];
   }
-  return rescaled;
 }
 
 // One consumer warpgroup (kWg = 0 or 1) from Q's arrival to its output half for one query row:
