@@ -8,7 +8,9 @@
 // epilogue has stored the output staged in the q buffer (q_empty).
 // Status: a tuning variant (SINKOPS_PREFILL_PERSISTENT=1, sparse_mla_sm90_consumer.cuh), compiled,
 // not yet run on a GPU. If it wins it replaces the one-item kernel (with s_q x head blocks <= SMs
-// it is that kernel), else it goes (bench/NOTES.md "Prefill v1.4").
+// it does that kernel's work in its order), else it goes (bench/NOTES.md "Prefill v1.4"). Until
+// then its producer's step is a copy of the one-item kernel's (changing that kernel to share it
+// changed its SASS, which must stay the tested one: docs/DECISIONS.md).
 #pragma once
 #include "sparse_mla_prefill_sm90.cuh"
 
