@@ -64,8 +64,8 @@ def test_grid_vs_oracle(target, c):
                                                    for h in (128, 100)],
                                             op="mla", case_id=lambda c: f"d{c['d_qk']}_h{c['h_q']}"))
 def test_many_rows_per_cta(target, c):
-    """More (row, head block) items than a GPU has SMs, so a persistent kernel runs ~10 items per
-    CTA: rows of 0, 1 and 2 steps in every order, runs of empty rows between them, a partial head
+    """More (row, head block) items than a GPU has SMs (many waves of CTAs; a persistent kernel, as
+    tried in bench/NOTES.md "Prefill v1.4", would run ~10 items per CTA): rows of 0, 1 and 2 steps in every order, runs of empty rows between them, a partial head
     block (100 heads)."""
     s_q, topk = 640, 256
     case = make_sparse_prefill_case(s_q, 5000, c["h_q"], c["d_qk"], topk, device=target.device)

@@ -93,7 +93,7 @@ def prefill(backend):
         s = torch.randn(hq, device=dev)
         sinkops.sparse_mla_prefill(q, kv, idx, 0.05, attn_sink=s, backend=backend)
         sinkops.sparse_mla_prefill(q, kv, idx, 0.05, attn_sink=s, topk_length=tl, backend=backend)
-    # more (row, head block) items than SMs, so persistent CTAs run several: rows of 0, 1 and 2 steps
+    # more (row, head block) items than SMs (many waves of CTAs): rows of 0, 1 and 2 steps
     q = torch.randn(300, 128, 576, device=dev, dtype=torch.bfloat16)
     kv = torch.randn(400, 1, 576, device=dev, dtype=torch.bfloat16)
     idx = torch.randint(-5, 410, (300, 1, 140), device=dev, dtype=torch.int32)

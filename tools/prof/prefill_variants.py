@@ -2,8 +2,8 @@
 A/B runs of kernel variants (tools/prof/variant_so.sh; bench/NOTES.md): run once per variant with
 PYTHONPATH pointing at that build, then compare the printed rows. FLASHMLA=1 adds FlashMLA's row
 (the peer, same shapes) and each case's max |Δ| against it; RAGGED=1 also times every case with a
-ragged topk_length (each row a random count in [topk / 4, topk], seeded: the load balance of a
-persistent grid, whose CTAs take their items round robin).
+ragged topk_length (each row a random count in [topk / 4, topk], seeded: rows whose last block is
+partly masked, and the load balance of a grid whose CTAs differ in length).
     python3 tools/prof/prefill_variants.py LABEL [case substrings ...]"""
 import os
 import sys

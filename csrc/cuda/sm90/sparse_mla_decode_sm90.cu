@@ -4,7 +4,7 @@
 // this runs.
 #include "sm90_api.h"
 #include "sparse_mla_decode_few_heads_sm90.cuh"
-#include "sparse_mla_decode_sm90_persistent.cuh"
+#include "sparse_mla_decode_sm90.cuh"
 
 namespace sinkops::cuda::sm90 {
 

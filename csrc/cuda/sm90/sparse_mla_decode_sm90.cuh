@@ -1,8 +1,12 @@
 // Sparse MLA decode over the paged FP8 KV caches on Hopper (sm_90a), DESIGN.md §2.3.
 //
-// One CTA = one (batch, s_q) row x 64 heads (the M of every wgmma; heads past h_q are zero rows
+// One item = one (batch, s_q) row x 64 heads (the M of every wgmma; heads past h_q are zero rows
 // never stored) x a split: a contiguous range of 64-key blocks of the row's key list (the main
-// pool's top-k, then the extra pool's, one softmax). 3 warpgroups, two 64-key buffers:
+// pool's top-k, then the extra pool's, one softmax). Persistent CTAs, one per SM (the shared
+// memory allows no second): CTA c runs items c, c + grid, ... in (head block, split, row) order,
+// and its producer converts the next item's first two blocks while the consumers finish the item
+// before and its epilogue (3 % faster than one CTA per item at 128 heads x batch 128, where items
+// outnumber SMs 3.9x; equal elsewhere: bench/NOTES.md "Decode v7"). 3 warpgroups, two 64-key buffers:
 //   WG2, producer: per block, gathers the raw e4m3 bytes, scales and bf16 RoPE of 64 keys into
 //        registers *before* the block's buffer is free, then (once it is) converts them into the
 //        buffer, fences and arrives on ready[buf] (the gather: sparse_mla_decode_gather_sm90.cuh,
@@ -24,6 +28,8 @@
 // several the unnormalized partials go to the workspace (sparse_mla_decode_plan.cuh) and the
 // combine kernel (sparse_mla_decode.cu) applies the sink once.
 #pragma once
+#include <algorithm>
+
 #include "../kernel_launch.cuh"
 #include "../sparse_mla_decode_plan.cuh"
 #include "sparse_mla_decode_gather_sm90.cuh"
@@ -54,7 +60,7 @@ struct DecodeSm90Config {
     float out_scale[64];                  // per head row: the epilogue's 1 / (sum + sink)
     int32_t valid[2][64];                 // per buffer: key gathered (1) or masked (0)
     Barrier q_ready, ready[2], empty[2];
-    Barrier q_empty;  // persistent CTAs: both consumers' epilogues are done with q
+    Barrier q_empty;  // both consumers' epilogues are done with q (the next item may load its Q)
   };
   static constexpr int kSmemBytes = sizeof(Smem);
 };
@@ -99,7 +105,7 @@ struct DecodeProducer {
   // Per block: wait for the buffer, convert what is staged, fence (generic-proxy stores -> the
   // consumers' wgmma reads), arrive; then issue the next block's loads and the indices of the one
   // after (the indices are two blocks ahead, so a block's loads never wait for its index loads).
-  // blk_base: the blocks of this CTA's earlier items (persistent CTAs: the buffers' phases run on);
+  // blk_base: the blocks of this CTA's earlier items (the buffers' phases run on across items);
   // after_block(blk) runs once block blk is handed over and the next block's loads are issued.
   template <class AfterBlock>
   __device__ void run_blocks(int n_blocks, int blk_base, AfterBlock&& after_block) {
@@ -122,14 +128,6 @@ struct DecodeProducer {
         after_block(blk);
       }
     }
-  }
-
-  // A one-item CTA's producer: Q, then the blocks.
-  __device__ void run(int head0, int n_blocks) {
-    cutlass::arch::warpgroup_reg_dealloc<kDecodeProducerRegs>();
-    load_q(head0);
-    run_blocks(n_blocks, 0, [](int) {});
-    cp_async_wait_all();
   }
 };
 
@@ -297,28 +295,45 @@ __device__ __forceinline__ void decode_right_half_wg(const SparseMlaDecodeParams
   decode_store_half<kDqk, 1>(p, sm, acc_o, out_scale, row, head0, split);
 }
 
-// grid: (head blocks, num_splits, b * s_q); block: 384 threads; dynamic smem: Smem of d_qk.
+// One item: a head block of one row's split, and its key range.
+struct DecodeItem {
+  int head0, split, row, key_begin, key_end, n_blocks;
+};
+
+__device__ __forceinline__ DecodeItem decode_item(const SparseMlaDecodeParams& p, int64_t item) {
+  const int head_blocks = (p.h_q + 63) / 64;
+  DecodeItem it;
+  it.head0 = int(item % head_blocks) * 64;
+  it.split = int(item / head_blocks % p.num_splits);
+  it.row = int(item / (int64_t(head_blocks) * p.num_splits));
+  const int total = p.pool.topk + p.extra.topk;
+  it.key_begin = it.split * p.tiles_per_split * kDecodeBlockKeys;
+  it.key_end = min(it.key_begin + p.tiles_per_split * kDecodeBlockKeys, total);
+  it.n_blocks = it.key_end > it.key_begin ? (it.key_end - it.key_begin + kDecodeBlockKeys - 1) / kDecodeBlockKeys : 0;
+  return it;
+}
+
+// grid: min(items, SMs); block: 384 threads; dynamic smem: Smem of d_qk. The barriers' phases run
+// on across items: a buffer's k-th fill is the CTA's k-th block overall (blk_base counts the
+// blocks of earlier items), Q's k-th load is item k's. Item k's q_ready follows item k - 1's
+// q_empty, which every consumer thread arrives on after its epilogue: so whatever a consumer reads
+// in one item (P, row_scale, out_scale) is read before the other writes it in the next, however
+// few blocks that has.
 template <KvCacheLayout L>
-__global__ void __launch_bounds__(384, 1) sparse_mla_decode_sm90_kernel(const __grid_constant__ SparseMlaDecodeParams p) {
+__global__ void __launch_bounds__(384, 1)
+    sparse_mla_decode_sm90_kernel(const __grid_constant__ SparseMlaDecodeParams p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int kDqk = KvLayout<L>::kDqk;
   using C = DecodeSm90Config<kDqk>;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   auto& sm = *reinterpret_cast<typename C::Smem*>(smem_raw);
-
-  const int head0 = blockIdx.x * 64;
-  const int split = blockIdx.y;
-  const int row = blockIdx.z;
   const int wg = threadIdx.x / 128, t = threadIdx.x % 128;
   allow_dependents();  // the combine (a programmatic dependent) may be scheduled now; it waits for us
-
-  const int total = p.pool.topk + p.extra.topk;
-  const int key_begin = split * p.tiles_per_split * kDecodeBlockKeys;
-  const int key_end = min(key_begin + p.tiles_per_split * kDecodeBlockKeys, total);
-  const int n_blocks = key_end > key_begin ? (key_end - key_begin + kDecodeBlockKeys - 1) / kDecodeBlockKeys : 0;
+  const int64_t n_items = int64_t((p.h_q + 63) / 64) * p.num_splits * p.b * p.s_q;
 
   if (threadIdx.x == 0) {
     sm.q_ready.init(128);  // every producer thread's cp.async arrival
+    sm.q_empty.init(256);  // every consumer thread, after its epilogue
     for (int b = 0; b < 2; ++b) {
       sm.ready[b].init(128);  // every producer thread, once its share is converted
       sm.empty[b].init(256);  // every consumer thread, once its PV of the buffer is done
@@ -327,17 +342,60 @@ __global__ void __launch_bounds__(384, 1) sparse_mla_decode_sm90_kernel(const __
   }
   __syncthreads();
 
+  int blk_base = 0;
   if (wg == 2) {
-    DecodeProducer<L> producer{Fp8BlockGather<L>(p, row, key_begin, key_end, sm.kv[0], t), sm};
-    producer.run(head0, n_blocks);
+    cutlass::arch::warpgroup_reg_dealloc<kDecodeProducerRegs>();
+    int k = 0;
+    for (int64_t item = blockIdx.x; item < n_items; item += gridDim.x, ++k) {
+      const DecodeItem it = decode_item(p, item);
+      DecodeProducer<L> producer{Fp8BlockGather<L>(p, it.row, it.key_begin, it.key_end, sm.kv[0], t), sm};
+      // The first item's Q goes first, as in the one-item kernel; a later item's once the item
+      // before's epilogues are done with the q buffer, after this item's first two blocks (both
+      // buffers), which the producer converts while that epilogue runs.
+      auto load_q = [&] {
+        if (k > 0) sm.q_empty.wait((k - 1) & 1);
+        producer.load_q(it.head0);
+      };
+      if (k == 0 || it.n_blocks == 0) load_q();
+      producer.run_blocks(it.n_blocks, blk_base, [&](int blk) {
+        if (k > 0 && blk == min(1, it.n_blocks - 1)) load_q();
+      });
+      blk_base += it.n_blocks;
+    }
+    cp_async_wait_all();
   } else if (wg == 0) {
     cutlass::arch::warpgroup_reg_alloc<kDecodeWg0Regs>();
-    decode_softmax_wg<kDqk>(p, sm, n_blocks, row, head0, split, 0, 0);
+    int k = 0;
+    for (int64_t item = blockIdx.x; item < n_items; item += gridDim.x, ++k) {
+      const DecodeItem it = decode_item(p, item);
+      decode_softmax_wg<kDqk>(p, sm, it.n_blocks, it.row, it.head0, it.split, blk_base, k & 1);
+      sm.q_empty.arrive();
+      blk_base += it.n_blocks;
+    }
   } else {
     cutlass::arch::warpgroup_reg_dealloc<kDecodeWg1Regs>();
-    decode_right_half_wg<kDqk>(p, sm, n_blocks, row, head0, split, 0);
+    for (int64_t item = blockIdx.x; item < n_items; item += gridDim.x) {
+      const DecodeItem it = decode_item(p, item);
+      decode_right_half_wg<kDqk>(p, sm, it.n_blocks, it.row, it.head0, it.split, blk_base);
+      sm.q_empty.arrive();
+      blk_base += it.n_blocks;
+    }
   }
 #endif
 }
+
+// Per-layout launch, instantiated in sparse_mla_decode_sm90_v4.cu / _v32.cu (they compile in parallel).
+template <KvCacheLayout L>
+void launch_decode_sm90(const SparseMlaDecodeParams& p, cudaStream_t stream) {
+  constexpr int smem = DecodeSm90Config<KvLayout<L>::kDqk>::kSmemBytes;
+  constexpr auto kernel = sparse_mla_decode_sm90_kernel<L>;
+  reserve_dynamic_smem<kernel>(smem, "sparse_mla_decode (sm90)");
+  const int64_t items = int64_t((p.h_q + 63) / 64) * p.num_splits * p.b * p.s_q;
+  const int ctas = int(std::min<int64_t>(items, device_info(current_device()).sm_count));
+  kernel<<<ctas, 384, smem, stream>>>(p);
+  check_launch("sparse_mla_decode (sm90)");
+}
+extern template void launch_decode_sm90<KvCacheLayout::kV4>(const SparseMlaDecodeParams&, cudaStream_t);
+extern template void launch_decode_sm90<KvCacheLayout::kV32>(const SparseMlaDecodeParams&, cudaStream_t);
 
 }  // namespace sinkops::cuda::sm90

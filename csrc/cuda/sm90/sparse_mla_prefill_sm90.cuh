@@ -39,7 +39,8 @@ struct PrefillEpilogue {
 };
 
 // grid: (s_q, head blocks); block: 384 threads; dynamic smem: Smem of d_qk. One CTA = one query
-// row x 64 heads (sparse_mla_prefill_sm90_persistent.cuh: CTAs that run rows one after another).
+// row x 64 heads (CTAs that run rows one after another were 0-3 % slower: bench/NOTES.md
+// "Prefill v1.4").
 template <int kDqk>
 __global__ void __launch_bounds__(384, 1) sparse_mla_prefill_sm90_kernel(const __grid_constant__ SparseMlaPrefillParams p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -144,10 +145,10 @@ __global__ void __launch_bounds__(384, 1) sparse_mla_prefill_sm90_kernel(const _
 
   if (wg == 0) {
     cutlass::arch::warpgroup_reg_alloc<C::kConsumerRegs>();
-    consume<kDqk, 0>(p.sm_scale, sm, n_steps, 0, 0, PrefillEpilogue<kDqk, 0>{p, sm, q_idx, head0});
+    consume<kDqk, 0>(p.sm_scale, sm, n_steps, PrefillEpilogue<kDqk, 0>{p, sm, q_idx, head0});
   } else {
     cutlass::arch::warpgroup_reg_alloc<C::kConsumerRegs>();
-    consume<kDqk, 1>(p.sm_scale, sm, n_steps, 0, 0, PrefillEpilogue<kDqk, 1>{p, sm, q_idx, head0});
+    consume<kDqk, 1>(p.sm_scale, sm, n_steps, PrefillEpilogue<kDqk, 1>{p, sm, q_idx, head0});
   }
 #endif
 }

@@ -34,18 +34,13 @@
 
 namespace sinkops::cuda::sm90 {
 
-// Tuning knobs, both off until timed on the device (bench/NOTES.md "Prefill v1.4"):
-// SINKOPS_PREFILL_MASK_VOTE: a consumer warp votes on the block's 64 valid flags and skips the
-// per-element mask when all are set; SINKOPS_PREFILL_PERSISTENT: one CTA per SM runs query rows
-// one after another (sparse_mla_prefill_sm90_persistent.cuh).
+// Tuning knob, off (bench/NOTES.md "Prefill v1.4": 0.5-1.3 % faster on uniform top-k rows, within
+// noise to 2 % slower on ragged ones in one H100 run): SINKOPS_PREFILL_MASK_VOTE, a consumer warp
+// votes on the block's 64 valid flags and skips the per-element mask when all are set.
 #ifndef SINKOPS_PREFILL_MASK_VOTE
 #define SINKOPS_PREFILL_MASK_VOTE 0
 #endif
-#ifndef SINKOPS_PREFILL_PERSISTENT
-#define SINKOPS_PREFILL_PERSISTENT 0
-#endif
 constexpr bool kPrefillMaskVote = SINKOPS_PREFILL_MASK_VOTE != 0;
-constexpr bool kPrefillPersistent = SINKOPS_PREFILL_PERSISTENT != 0;
 
 template <int kDqk>
 struct SparseMlaSm90Config {
@@ -85,7 +80,6 @@ struct SparseMlaSm90Config {
     Barrier q_ready;
     Barrier ready[2][2], empty[2][2];  // [buffer][region L, R]
     Barrier valid_ready[2];            // [buffer]
-    Barrier q_empty;                   // persistent CTAs: both consumers' epilogues are done with q
   };
   static constexpr int kSmemBytes = sizeof(Smem);
 };
@@ -164,11 +158,9 @@ __device__ __forceinline__ void online_softmax_update(AccS& acc_s, PReg& p_reg, 
 // acc_o the 64 x 256 fp32 accumulator of channels 256 kWg.., row_max (the sums' reference: lazy, up
 // to 8 below the true max) / row_sum / true_max per accumulator row half (acc_row), log2 units;
 // row_sum is 0 for a row without a valid key (row_max and true_max are then -inf).
-// step_base: the steps this CTA ran before this row (the barriers' phases run on across the rows
-// of a persistent CTA); q_phase: the phase of this row's Q on sm.q_ready.
 template <int kDqk, int kWg, class Epilogue>
 __device__ __forceinline__ void consume(float sm_scale, typename SparseMlaSm90Config<kDqk>::Smem& sm, int n_steps,
-                                        int step_base, int q_phase, Epilogue&& epilogue) {
+                                        Epilogue&& epilogue) {
   using C = SparseMlaSm90Config<kDqk>;
   using MmaQK = typename C::MmaQK;
   using MmaPVReg = typename C::MmaPVReg;
@@ -233,13 +225,13 @@ __device__ __forceinline__ void consume(float sm_scale, typename SparseMlaSm90Co
     if (t % 4 == 0) sm.row_max[t / 4] = make_float2(m[0], m[1]);
   };
 
-  sm.q_ready.wait(q_phase);
+  sm.q_ready.wait(0);
   if (n_steps > 0) {
-    issue_qk(step_base & 1);
+    issue_qk(0);
     warpgroup_wait<0>();
   }
   for (int step = 0; step < n_steps; ++step) {
-    const int phase = (step_base + step) & 1;
+    const int phase = step & 1;
     const bool more = step + 1 < n_steps;
     mask(phase);
     if constexpr (!wg1) {

@@ -155,27 +155,15 @@ __device__ __forceinline__ void bias_and_mask(TS& acc_s, int kc, bool key0_block
 // before it (row_sum is rescaled here; O is the caller's, when some alpha of the warp is not 1), and
 // mc = the max in log2 units for the exponent. c > 0. kLazy: the max moves only by more than
 // threshold_raw = kRescaleThreshold / c (lazy_rescale.cuh; the window op has no max_logits output,
-// so the stale max needs no true max beside it); else at every new max. kChains: the row's maximum
-// as that many independent FMNMX chains, combined at the end (1: one chain).
-template <bool kLazy, int kChains = 1, class TS>
+// so the stale max needs no true max beside it); else at every new max.
+template <bool kLazy, class TS>
 __device__ __forceinline__ void update_row_max(const TS& acc_s, float (&row_max)[2], float (&row_sum)[2], float c,
                                                float threshold_raw, float (&alpha)[2], float (&mc)[2]) {
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     float mx = row_max[h];
-    if constexpr (kChains == 1) {
 #pragma unroll
-      for (int i = 2 * h; i < size(acc_s); i += 4) mx = fmaxf(mx, fmaxf(acc_s(i), acc_s(i + 1)));
-    } else {
-      float part[kChains];
-#pragma unroll
-      for (int k = 0; k < kChains; ++k) part[k] = fmaxf(acc_s(2 * h + 4 * k), acc_s(2 * h + 4 * k + 1));
-#pragma unroll
-      for (int i = 2 * h + 4 * kChains; i < size(acc_s); i += 4)
-        part[(i / 4) % kChains] = fmaxf(part[(i / 4) % kChains], fmaxf(acc_s(i), acc_s(i + 1)));
-#pragma unroll
-      for (int k = 0; k < kChains; ++k) mx = fmaxf(mx, part[k]);
-    }
+    for (int i = 2 * h; i < size(acc_s); i += 4) mx = fmaxf(mx, fmaxf(acc_s(i), acc_s(i + 1)));
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
     if constexpr (kLazy) mx = lazy_max(row_max[h], mx, threshold_raw);
@@ -184,23 +172,6 @@ __device__ __forceinline__ void update_row_max(const TS& acc_s, float (&row_max)
     row_max[h] = mx;
     mc[h] = mx == -INFINITY ? 0.f : mx * c;  // never -inf - -inf
     row_sum[h] *= alpha[h];
-  }
-}
-
-// row_sum[h] += the block's terms of row h, as kChains independent FADD chains per row (1: one).
-template <int kChains, class TS>
-__device__ __forceinline__ void add_row_sums(const TS& acc_s, float (&row_sum)[2]) {
-  if constexpr (kChains == 1) {
-#pragma unroll
-    for (int i = 0; i < size(acc_s); ++i) row_sum[(i / 2) % 2] += acc_s(i);
-  } else {
-    float part[2][kChains] = {};
-#pragma unroll
-    for (int i = 0; i < size(acc_s); ++i) part[(i / 2) % 2][(i / 4) % kChains] += acc_s(i);
-#pragma unroll
-    for (int h = 0; h < 2; ++h)
-#pragma unroll
-      for (int k = 0; k < kChains; ++k) row_sum[h] += part[h][k];
   }
 }
 

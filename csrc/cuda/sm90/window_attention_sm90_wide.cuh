@@ -55,12 +55,6 @@ struct WideWindowConfig {
   // three (d <= 64) it cost 1.5 % on full and 7 % on causal 16x1024 (its SASS grew by 112
   // instructions at 165-168 registers), so they keep the eager rule (bench/NOTES.md "Prefill v1.3").
   static constexpr bool kLazyRescale = kConsumers == 2;
-  // Independent FMNMX / FADD chains per row for the row max and sum of a 128-key tile (1: one
-  // chain of 32 dependent steps each; SINKOPS_WA90W_CHAINS: tuning runs only, not yet measured).
-#ifndef SINKOPS_WA90W_CHAINS
-#define SINKOPS_WA90W_CHAINS 1
-#endif
-  static constexpr int kChains = SINKOPS_WA90W_CHAINS;
   static constexpr int kCtaRows = 64 * kConsumers;
   // Keys per tile (SINKOPS_WA90W_BLOCK_N: tuning runs only).
 #ifndef SINKOPS_WA90W_BLOCK_N
@@ -214,9 +208,10 @@ __global__ void __launch_bounds__(WideWindowConfig<typename CuteElement<Tg>::typ
       const bool key0_tile = Sink::kKey0Bias && kt == 0;
       bias_and_mask(acc_s, kt, key0_tile, bias_raw, lo_r, hi_r, lo_last, hi_first, t);
       float mc[2];
-      update_row_max<C::kLazyRescale, C::kChains>(acc_s, row_max, row_sum, c, threshold_raw, alpha, mc);
+      update_row_max<C::kLazyRescale>(acc_s, row_max, row_sum, c, threshold_raw, alpha, mc);
       exponentials(acc_s, c, mc, key0_tile, t);
-      add_row_sums<C::kChains>(acc_s, row_sum);
+#pragma unroll
+      for (int i = 0; i < size(acc_s); ++i) row_sum[(i / 2) % 2] += acc_s(i);
     };
     auto to_p = [&]() __attribute__((always_inline)) {
 #pragma unroll
