@@ -10,7 +10,8 @@ import math
 import pytest
 import torch
 
-from helpers import check_close, make_sparse_prefill_case, prefill_oracle, rel_l2, run_prefill, sinks_like
+from helpers import (check_close, make_sparse_prefill_case, nan_like, prefill_oracle, rel_l2, run_prefill,
+                     sinks_like)
 from targets import BY_NAME, params
 
 
@@ -113,6 +114,27 @@ def test_non_contiguous_inputs(target, h_q):
     case = dict(q=q, kv=kv, indices=idx)
     sink = sinks_like(h_q, "dsv4")
     check_against_oracle(run_prefill(target, case, d_qk ** -0.5, sink), case, d_qk ** -0.5, sink)
+
+
+@pytest.mark.parametrize("target", params(op="mla"))
+@pytest.mark.parametrize("h_q,pad", [(64, 8), (100, 8), (128, 4), (64, 0)])
+def test_strided_out(target, h_q, pad):
+    """out= as a view into wider rows: a head stride of 512 + pad elements (pad 8: 16-byte aligned
+    strides, which the sm90 kernel may store by TMA; pad 4: not, the threads store) and a row
+    stride of h_q x that; the padding columns stay as they were (NaN) and the heads past a
+    partial 64-head block are not written past h_q."""
+    s_q, d_qk, topk = 5, 512, 200
+    case = make_sparse_prefill_case(s_q, 1000, h_q, d_qk, topk, device=target.device)
+    scale, sink = d_qk ** -0.5, sinks_like(h_q, "dsv4")
+    tl = random_topk_length(s_q, topk, target.device)
+    wide = nan_like((s_q, h_q, 512 + pad), torch.bfloat16, target.device)
+    out = wide[..., :512]
+    max_logits = nan_like((s_q, h_q), torch.float32, target.device)
+    lse = nan_like((s_q, h_q), torch.float32, target.device)
+    torch.ops.sinkops.sparse_mla_prefill_out(case["q"], case["kv"], case["indices"], scale, 512, sink.to(target.device),
+                                             tl, target.backend, out=out, max_logits=max_logits, lse=lse)
+    check_against_oracle((out, max_logits, lse), case, scale, sink, tl)
+    assert torch.isnan(wide[..., 512:].float()).all(), "out=: the padding beside the view was written"
 
 
 @pytest.mark.parametrize("target", params(op="mla"))

@@ -4,18 +4,39 @@
 // The CTA layout and the consumer warpgroups are sparse_mla_sm90_consumer.cuh's; this file has
 // the bf16 producer and the epilogue (null sink folded once, lse / max_logits as DESIGN §2.2).
 #pragma once
+#include <cuda.h>  // CUtensorMap
+
 #include "sinkops/sparse_mla_params.h"
 #include "sparse_mla_sm90_consumer.cuh"
 
 namespace sinkops::cuda::sm90 {
 
+// Tuning knob, off until timed on the device (bench/NOTES.md "Prefill v1.5"): SINKOPS_PREFILL_TMA_STORE,
+// the epilogue writes each consumer's four 64 x 64 output tiles with stmatrix into the q buffer and
+// one thread stores them by TMA (FlashMLA's epilogue), instead of 64 st.shared, 16 ld.shared and 16
+// st.global per thread.
+#ifndef SINKOPS_PREFILL_TMA_STORE
+#define SINKOPS_PREFILL_TMA_STORE 0
+#endif
+constexpr bool kPrefillTmaStore = SINKOPS_PREFILL_TMA_STORE != 0;
+
+// The output [s_q, h_q, 512] as a TMA map, boxes of 64 columns x 64 heads x 1 row in the 128-byte
+// swizzle (the q buffer's tile layout); ok == 0 (a stride or address TMA cannot take): the
+// kernel stores through the threads as without the knob.
+struct PrefillOutMap {
+  CUtensorMap map;
+  int ok;
+};
+
 // Normalizes with the null sink, writes lse / max_logits, stores the bf16 rows of query q_idx.
-template <int kDqk, int kWg>
+template <int kDqk, int kWg, bool kTmaStore = false>
 struct PrefillEpilogue {
+  using C = SparseMlaSm90Config<kDqk>;
   const SparseMlaPrefillParams& p;
-  typename SparseMlaSm90Config<kDqk>::Smem& sm;
+  typename C::Smem& sm;
   int64_t q_idx;
   int head0;
+  const PrefillOutMap* out_map;  // kTmaStore only
 
   template <class Acc>
   __device__ __forceinline__ void operator()(const Acc& acc_o, const float row_max[2], const float total[2],
@@ -33,16 +54,47 @@ struct PrefillEpilogue {
         p.max_logits[sh] = f[h].max_logit;
       }
     }
+    if constexpr (kTmaStore) {
+      if (out_map->ok) return store_by_tma(acc_o, out_scale);
+    }
     bf16* out = static_cast<bf16*>(p.out) + q_idx * p.out_row_stride + int64_t(head0) * p.out_head_stride + kWg * 256;
     store_output_half<kWg>(sm.q + kWg * (64 * 256), acc_o, out_scale, out, p.out_head_stride, p.h_q - head0);
   }
+
+  // Output channels 256 kWg + 64 j.. as tile 4 kWg + j of the q buffer (every QK is done: the row
+  // statistics' exchange came after both consumers' last one), then one thread's TMA stores; heads
+  // past h_q fall outside the map and are not written.
+  template <class Acc>
+  __device__ __forceinline__ void store_by_tma(const Acc& acc_o, const float out_scale[2]) const {
+    const int t = threadIdx.x % 128;
+    Tensor tile = make_tensor<bf16>(partition_shape_A(typename C::MmaPVReg{}, Shape<_64, _64>{}));  // 64 x 64 bf16
+    CUTLASS_PRAGMA_UNROLL
+    for (int j = 0; j < 4; ++j) {
+      CUTLASS_PRAGMA_UNROLL
+      for (int i = 0; i < size(tile); ++i) tile(i) = bf16(acc_o(j * size(tile) + i) * out_scale[(i / 2) % 2]);
+      auto sT = make_tensor(make_smem_ptr(sm.q + (4 * kWg + j) * 4096), typename C::template Tiles<1>{});
+      store_tile_stmatrix<typename C::MmaQK>(tile, sT, t);
+    }
+    cutlass::arch::fence_view_async_shared();  // generic-proxy stores -> the TMA's reads
+    bar_sync(kOut0Staged + kWg, 128);
+    if (t == 0) {
+      CUTLASS_PRAGMA_UNROLL
+      for (int j = 0; j < 4; ++j)
+        SM90_TMA_STORE_3D::copy(&out_map->map, sm.q + (4 * kWg + j) * 4096, 256 * kWg + 64 * j, head0, int(q_idx));
+      tma_store_arrive();
+      tma_store_wait<0>();  // the tiles are read before the CTA (and its shared memory) goes
+    }
+  }
 };
 
-// grid: (s_q, head blocks); block: 384 threads; dynamic smem: Smem of d_qk. One CTA = one query
-// row x 64 heads (CTAs that run rows one after another were 0-3 % slower: bench/NOTES.md
-// "Prefill v1.4").
-template <int kDqk>
-__global__ void __launch_bounds__(384, 1) sparse_mla_prefill_sm90_kernel(const __grid_constant__ SparseMlaPrefillParams p) {
+// One CTA = one query row x 64 heads (CTAs that run rows one after another were 0-3 % slower:
+// bench/NOTES.md "Prefill v1.4"). grid: (s_q, head blocks); block: 384 threads; dynamic smem: Smem
+// of d_qk. kTmaStore (SINKOPS_PREFILL_TMA_STORE): the output goes out by TMA through out_map, which
+// the other form does not read.
+template <int kDqk, bool kTmaStore>
+__global__ void __launch_bounds__(384, 1)
+    sparse_mla_prefill_sm90_kernel(const __grid_constant__ SparseMlaPrefillParams p,
+                                   const __grid_constant__ PrefillOutMap out_map) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using C = SparseMlaSm90Config<kDqk>;
   constexpr int kTiles = C::kTiles, kLeft = C::kLeftTiles;
@@ -145,10 +197,10 @@ __global__ void __launch_bounds__(384, 1) sparse_mla_prefill_sm90_kernel(const _
 
   if (wg == 0) {
     cutlass::arch::warpgroup_reg_alloc<C::kConsumerRegs>();
-    consume<kDqk, 0>(p.sm_scale, sm, n_steps, PrefillEpilogue<kDqk, 0>{p, sm, q_idx, head0});
+    consume<kDqk, 0>(p.sm_scale, sm, n_steps, PrefillEpilogue<kDqk, 0, kTmaStore>{p, sm, q_idx, head0, &out_map});
   } else {
     cutlass::arch::warpgroup_reg_alloc<C::kConsumerRegs>();
-    consume<kDqk, 1>(p.sm_scale, sm, n_steps, PrefillEpilogue<kDqk, 1>{p, sm, q_idx, head0});
+    consume<kDqk, 1>(p.sm_scale, sm, n_steps, PrefillEpilogue<kDqk, 1, kTmaStore>{p, sm, q_idx, head0, &out_map});
   }
 #endif
 }
