@@ -173,7 +173,9 @@ __device__ __forceinline__ void decode_softmax_wg(const SparseMlaDecodeParams& p
   clear(acc_o);
   float row_max[2] = {-INFINITY, -INFINITY};  // rows acc_row(0 / 1), log2 units
   float row_sum[2] = {0.f, 0.f};              // this thread's columns of P only
-  float seen_max[2] = {-INFINITY, -INFINITY}; // the true max of the rows' logits (log2 units)
+  // The shared update also tracks the true max for the prefill's max_logits; the decode has no such
+  // output, so finish_rows' max_logit is never read and ptxas drops the fmax chain.
+  float seen_max[2] = {-INFINITY, -INFINITY};
   auto sP = make_tensor(make_smem_ptr(sm.p), typename Base::template Tiles<1>{});
 
   auto issue_qk = [&](int buf) {
@@ -300,8 +302,15 @@ struct DecodeItem {
   int head0, split, row, key_begin, key_end, n_blocks;
 };
 
+// Items of a launch, ordered head block fastest, then split, then row (= b x s_q); the kernel's
+// item loop and the launch's grid size both read this one count.
+__host__ __device__ __forceinline__ int decode_head_blocks(const SparseMlaDecodeParams& p) { return (p.h_q + 63) / 64; }
+__host__ __device__ __forceinline__ int64_t decode_item_count(const SparseMlaDecodeParams& p) {
+  return int64_t(decode_head_blocks(p)) * p.num_splits * p.b * p.s_q;
+}
+
 __device__ __forceinline__ DecodeItem decode_item(const SparseMlaDecodeParams& p, int64_t item) {
-  const int head_blocks = (p.h_q + 63) / 64;
+  const int head_blocks = decode_head_blocks(p);
   DecodeItem it;
   it.head0 = int(item % head_blocks) * 64;
   it.split = int(item / head_blocks % p.num_splits);
@@ -329,7 +338,7 @@ __global__ void __launch_bounds__(384, 1)
   auto& sm = *reinterpret_cast<typename C::Smem*>(smem_raw);
   const int wg = threadIdx.x / 128, t = threadIdx.x % 128;
   allow_dependents();  // the combine (a programmatic dependent) may be scheduled now; it waits for us
-  const int64_t n_items = int64_t((p.h_q + 63) / 64) * p.num_splits * p.b * p.s_q;
+  const int64_t n_items = decode_item_count(p);
 
   if (threadIdx.x == 0) {
     sm.q_ready.init(128);  // every producer thread's cp.async arrival
@@ -390,8 +399,7 @@ void launch_decode_sm90(const SparseMlaDecodeParams& p, cudaStream_t stream) {
   constexpr int smem = DecodeSm90Config<KvLayout<L>::kDqk>::kSmemBytes;
   constexpr auto kernel = sparse_mla_decode_sm90_kernel<L>;
   reserve_dynamic_smem<kernel>(smem, "sparse_mla_decode (sm90)");
-  const int64_t items = int64_t((p.h_q + 63) / 64) * p.num_splits * p.b * p.s_q;
-  const int ctas = int(std::min<int64_t>(items, device_info(current_device()).sm_count));
+  const int ctas = int(std::min<int64_t>(decode_item_count(p), device_info(current_device()).sm_count));
   kernel<<<ctas, 384, smem, stream>>>(p);
   check_launch("sparse_mla_decode (sm90)");
 }
