@@ -16,6 +16,7 @@ import math
 
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 import dense_attention as dense
 import sinkops
@@ -481,37 +482,65 @@ def test_out_argument_refuses_gradients():
         sinkops.window_attention(q, c["k"], c["v"], c["cu_seqlens_q"], max_seqlen_q=8, out=torch.empty_like(q))
 
 
+class _PassThroughMode(TorchDispatchMode):
+    """Makes a call non-plain (what tracing does), so torch.ops takes torch's generated autograd
+    kernel instead of our shortcut to the eager autograd.Function; it records the ops it sees."""
+
+    def __init__(self):
+        super().__init__()
+        self.seen = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.seen.append(str(func))
+        return func(*args, **(kwargs or {}))
+
+
+# "eager": the public function's autograd.Function; "ops": torch.ops.sinkops.* on plain tensors
+# (the Autograd kernel's shortcut to it); "generated": torch.ops under a dispatch mode (torch's
+# register_autograd kernel, what torch.compile traces)
+AUTOGRAD_PATHS = ("eager", "ops", "generated")
+
+
 def test_dispatcher_and_eager_autograd_paths_agree():
     """torch.ops.sinkops.* with inputs that require grad (the registered formula, what servers and
-    torch.compile use) and the public functions' eager autograd.Function give the same gradients."""
+    torch.compile use), on plain tensors and under a dispatch mode, and the public functions'
+    eager autograd.Function give the same gradients."""
     c = make_window_case([13, 6], hq=4, hk=2, d=16, dtype=torch.float32)
     sinks = sinks_like(4, "dsv4")
     grads = []
-    for via_ops in (False, True):
+    for path in AUTOGRAD_PATHS:
         q, k, v, s = (t.clone().requires_grad_() for t in (c["q"], c["k"], c["v"], sinks))
-        if via_ops:
-            out, lse = torch.ops.sinkops.window_attention(q, k, v, c["cu_seqlens_q"], c["cu_seqlens_q"], 13, 13, 3, 3,
-                                                          0.25, s, "null", "torch")
-        else:
-            out, lse = sinkops.window_attention(q, k, v, c["cu_seqlens_q"], max_seqlen_q=13, window_size=(3, 3),
-                                                softmax_scale=0.25, sinks=s, sink_mode="null", return_lse=True,
-                                                backend="torch")
-        grads.append(torch.autograd.grad(out.sum() + lse.sum(), [q, k, v, s]))
-    for a, b in zip(*grads):
-        assert torch.equal(a, b)
+        mode = _PassThroughMode() if path == "generated" else contextlib.nullcontext()
+        with mode:
+            if path == "eager":
+                out, lse = sinkops.window_attention(q, k, v, c["cu_seqlens_q"], max_seqlen_q=13, window_size=(3, 3),
+                                                    softmax_scale=0.25, sinks=s, sink_mode="null", return_lse=True,
+                                                    backend="torch")
+            else:
+                out, lse = torch.ops.sinkops.window_attention(q, k, v, c["cu_seqlens_q"], c["cu_seqlens_q"], 13, 13,
+                                                              3, 3, 0.25, s, "null", "torch")
+            grads.append(torch.autograd.grad(out.sum() + lse.sum(), [q, k, v, s]))
+        if path == "generated":  # the mode saw the forward and the backward op: the generated kernel ran
+            assert "sinkops.window_attention.default" in mode.seen
+            assert "sinkops.window_attention_backward.default" in mode.seen
+    for g in grads[1:]:
+        for a, b in zip(grads[0], g):
+            assert torch.equal(a, b)
     pc = make_sparse_prefill_case(4, 16, 2, 512, 8)
     pgrads = []
-    for via_ops in (False, True):
+    for path in AUTOGRAD_PATHS:
         q, kv = pc["q"].clone().requires_grad_(), pc["kv"].clone().requires_grad_()
-        if via_ops:
-            out, max_logits, lse = torch.ops.sinkops.sparse_mla_prefill(q, kv, pc["indices"], 0.05, 512, None, None,
-                                                                        "torch")
-        else:
-            out, max_logits, lse = sinkops.sparse_mla_prefill(q, kv, pc["indices"], 0.05, backend="torch")
-        assert not max_logits.requires_grad
-        pgrads.append(torch.autograd.grad(out.float().sum(), [q, kv]))
-    for a, b in zip(*pgrads):
-        assert torch.equal(a, b)
+        with _PassThroughMode() if path == "generated" else contextlib.nullcontext():
+            if path != "eager":
+                out, max_logits, lse = torch.ops.sinkops.sparse_mla_prefill(q, kv, pc["indices"], 0.05, 512, None,
+                                                                            None, "torch")
+            else:
+                out, max_logits, lse = sinkops.sparse_mla_prefill(q, kv, pc["indices"], 0.05, backend="torch")
+            assert not max_logits.requires_grad
+            pgrads.append(torch.autograd.grad(out.float().sum(), [q, kv]))
+    for g in pgrads[1:]:
+        for a, b in zip(pgrads[0], g):
+            assert torch.equal(a, b)
 
 
 @pytest.mark.parametrize("target", params(WINDOW_BACKWARD_TARGETS))

@@ -117,8 +117,40 @@ def autograd_function(name: str, forward, setup_context, backward):
                 dict(forward=staticmethod(fwd), backward=staticmethod(backward))).apply
 
 
+def register_autograd(name: str, kernel, setup_context, backward) -> None:
+    """The backward formula of sinkops::<name> (functional; kernel = its Python kernel), twice:
+    EAGER_AUTOGRAD[name], the public functions' autograd path (autograd_function), and the op's
+    Autograd kernel for torch.ops callers. That kernel sends plain eager tensors the same way as the
+    public functions (a gradient wanted: the autograd.Function; none: the kernel itself, skipping
+    torch's generated wrapper and its redispatch, ~12 µs per torch.ops call on the H200 host: bench/
+    NOTES.md "Dispatch") and everything else (tracing, FakeTensor, subclasses) to the kernel that
+    torch.library.register_autograd would have installed, so torch.compile sees the same op."""
+    eager_fn = EAGER_AUTOGRAD[name] = autograd_function(name, kernel, setup_context, backward)
+    try:  # torch's generated kernel, as register_autograd makes it (torch/library.py)
+        from torch._library.autograd import Info, make_autograd_impl
+        generated = make_autograd_impl(getattr(torch.ops.sinkops, name).default, Info(backward, setup_context))
+    except (ImportError, AttributeError, TypeError):  # another torch: the public route, without the shortcut
+        torch.library.register_autograd(f"sinkops::{name}", backward, setup_context=setup_context, lib=LIB)
+        return
+
+    def autograd_kernel(keyset, *args):
+        if not plain(args[0]):
+            return generated(keyset, *args)
+        if wants_grad(*args):
+            return eager_fn(*args)
+        return kernel(*args)
+
+    LIB.impl(name, autograd_kernel, "Autograd", with_keyset=True)
+
+
+# torch._C._any_requires_grad(*objects): True when any tensor among them requires grad (None and
+# non-tensors are skipped), in C++: ~1 µs less per call than a generator over the tensors.
+_any_requires_grad = getattr(torch._C, "_any_requires_grad", None) or (
+    lambda *ts: any(isinstance(t, torch.Tensor) and t.requires_grad for t in ts))
+
+
 def wants_grad(*tensors) -> bool:
-    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
+    return torch._C.is_grad_enabled() and _any_requires_grad(*tensors)
 
 
 def no_grad_through_out(out, *grad_inputs) -> None:

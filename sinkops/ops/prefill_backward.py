@@ -11,8 +11,7 @@ import torch
 
 from sinkops import _validate as V
 from sinkops.ops import prefill
-from sinkops.ops._common import (EAGER_AUTOGRAD, LIB, PlanCache, autograd_function, backward_backend, dispatch,
-                                 register_functional_op)
+from sinkops.ops._common import PlanCache, backward_backend, dispatch, register_autograd, register_functional_op
 
 
 class SparseMlaPrefillBackwardArgs(prefill.SparseMlaPrefillArgs):
@@ -116,5 +115,4 @@ def _backward(ctx, dout, _dmax_logits, dlse):
     return dq, dkv, None, None, None, (d_sink if attn_sink is not None else None), None, None
 
 
-torch.library.register_autograd("sinkops::sparse_mla_prefill", _backward, setup_context=_setup_context, lib=LIB)
-EAGER_AUTOGRAD["sparse_mla_prefill"] = autograd_function("sparse_mla_prefill", prefill._op, _setup_context, _backward)
+register_autograd("sparse_mla_prefill", prefill._op, _setup_context, _backward)

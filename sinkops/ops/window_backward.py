@@ -11,8 +11,8 @@ import torch
 
 from sinkops import _validate as V
 from sinkops.ops import window
-from sinkops.ops._common import (EAGER_AUTOGRAD, LIB, SINK_MODE_NAMES, PlanCache, autograd_function,
-                                 backward_backend, dispatch, register_functional_op)
+from sinkops.ops._common import (SINK_MODE_NAMES, PlanCache, backward_backend, dispatch, register_autograd,
+                                 register_functional_op)
 
 
 class WindowAttentionBackwardArgs(window.WindowAttentionArgs):
@@ -140,5 +140,4 @@ def _backward(ctx, dout, dlse):
     return dq, dk, dv, None, None, None, None, None, None, None, ds, None, None
 
 
-torch.library.register_autograd("sinkops::window_attention", _backward, setup_context=_setup_context, lib=LIB)
-EAGER_AUTOGRAD["window_attention"] = autograd_function("window_attention", window._op, _setup_context, _backward)
+register_autograd("window_attention", window._op, _setup_context, _backward)
