@@ -95,9 +95,14 @@ def eager(q, *grad_inputs) -> bool:
     return plain(q) and not wants_grad(q, *grad_inputs)
 
 
+_functorch_active = getattr(torch._C, "_are_functorch_transforms_active", lambda: False)
+
+
 def plain(q) -> bool:
-    """Eager on a plain tensor: nothing tracing (torch.compile, make_fx, dispatch modes)."""
-    return not (torch.compiler.is_compiling() or type(q) is not torch.Tensor or torch._C._len_torch_dispatch_stack())
+    """Eager on a plain tensor: nothing tracing (torch.compile, make_fx, dispatch modes) and no
+    torch.func transform (whose wrapped tensors still have type torch.Tensor)."""
+    return not (torch.compiler.is_compiling() or type(q) is not torch.Tensor or torch._C._len_torch_dispatch_stack()
+                or _functorch_active())
 
 
 def autograd_function(name: str, forward, setup_context, backward):
