@@ -519,6 +519,9 @@ def test_dispatcher_and_eager_autograd_paths_agree():
             else:
                 out, lse = torch.ops.sinkops.window_attention(q, k, v, c["cu_seqlens_q"], c["cu_seqlens_q"], 13, 13,
                                                               3, 3, 0.25, s, "null", "torch")
+            # which kernel ran: ours (the eager autograd.Function) or torch's generated one
+            owner = "window_attention_autograd" if path != "generated" else "GeneratedBackwardFor_sinkops_window"
+            assert type(out.grad_fn).__name__.startswith(owner), type(out.grad_fn).__name__
             grads.append(torch.autograd.grad(out.sum() + lse.sum(), [q, k, v, s]))
         if path == "generated":  # the mode saw the forward and the backward op: the generated kernel ran
             assert "sinkops.window_attention.default" in mode.seen
