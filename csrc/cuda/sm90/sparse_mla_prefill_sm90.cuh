@@ -29,7 +29,7 @@ struct PrefillOutMap {
 };
 
 // Normalizes with the null sink, writes lse / max_logits, stores the bf16 rows of query q_idx.
-template <int kDqk, int kWg, bool kTmaStore = false>
+template <int kDqk, int kWg, bool kTmaStore>
 struct PrefillEpilogue {
   using C = SparseMlaSm90Config<kDqk>;
   const SparseMlaPrefillParams& p;
