@@ -103,7 +103,7 @@ def test_no_sink_no_topk_length(target, h_q):
 
 
 @pytest.mark.parametrize("target", params(op="mla"))
-@pytest.mark.parametrize("h_q", [16, 64])  # 64: the sm_90a kernel on Hopper
+@pytest.mark.parametrize("h_q", [16, 64, 100])  # 64, 100: the sm_90a kernel on Hopper
 def test_non_contiguous_inputs(target, h_q):
     s_q, d_qk, topk, s_kv = 5, 576, 40, 1500
     dev = target.device

@@ -3,8 +3,12 @@
 // (csrc/cuda/sm90/sparse_mla_decode_sm90.cuh): WG0 writes a per-row value and `bar.arrive`s,
 // WG1 `bar.sync`s and reads it; from the second block on WG0 first waits until WG1 has read the
 // previous one (`bar.arrive` by WG1, `bar.sync` by WG0). One CTA per SM (the shared memory asks
-// for it); every access below is ordered within its CTA, so a clean tool reports 0 hazards for
-// any grid. Run with a grid below and above the SM count:
+// for it); every access below is ordered within its CTA (PTX: accesses before bar.arrive are
+// performed for the threads that complete the matching bar.sync), so a clean tool reports 0
+// hazards for any grid. Measured on an H100 (2026-12-06, bench/NOTES.md "Prefill v1.5 measured"):
+// 1 hazard at grid 12 and 1 at grid 480, so racecheck does not carry state across CTAs; it flags
+// the one-way bar.arrive -> bar.sync hand-over itself, which is what the prefill's and decode's
+// reported sites are. Run with a grid below and above the SM count:
 //   nvcc -arch=sm_90a -o /tmp/mw multi_wave_repro.cu && compute-sanitizer --tool racecheck /tmp/mw 12
 //   compute-sanitizer --tool racecheck /tmp/mw 480
 #include <cstdio>

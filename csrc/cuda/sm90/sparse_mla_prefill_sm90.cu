@@ -12,12 +12,11 @@ template <int kDqk>
 void launch(const SparseMlaPrefillParams& p, cudaStream_t stream) {
   constexpr int smem = SparseMlaSm90Config<kDqk>::kSmemBytes, threads = SparseMlaSm90Config<kDqk>::kThreads;
   const dim3 grid(static_cast<unsigned>(p.s_q), static_cast<unsigned>((p.h_q + 63) / 64));
-  constexpr auto kernel = sparse_mla_prefill_sm90_kernel<kDqk, kPrefillTmaStore>;
+  constexpr auto kernel = sparse_mla_prefill_sm90_kernel<kDqk>;
   reserve_dynamic_smem<kernel>(smem, "sparse_mla_prefill (sm90)");
   PrefillOutMap out_map{};  // [s_q rows][h_q heads][512 columns], boxes of 1 x 64 x 64
-  if constexpr (kPrefillTmaStore)
-    out_map.ok = encode_tile_map(out_map.map, true, p.out, 512, MapDim{p.h_q, p.out_head_stride, 64},
-                                 MapDim{p.s_q, p.out_row_stride, 1}, 64);
+  out_map.ok = encode_tile_map(out_map.map, true, p.out, 512, MapDim{p.h_q, p.out_head_stride, 64},
+                               MapDim{p.s_q, p.out_row_stride, 1}, 64);
   kernel<<<grid, threads, smem, stream>>>(p, out_map);
   check_launch("sparse_mla_prefill (sm90)");
 }

@@ -11,32 +11,23 @@
 
 namespace sinkops::cuda::sm90 {
 
-// Tuning knob, off until timed on the device (bench/NOTES.md "Prefill v1.5"): SINKOPS_PREFILL_TMA_STORE,
-// the epilogue writes each consumer's four 64 x 64 output tiles with stmatrix into the q buffer and
-// one thread stores them by TMA (FlashMLA's epilogue), instead of 64 st.shared, 16 ld.shared and 16
-// st.global per thread.
-#ifndef SINKOPS_PREFILL_TMA_STORE
-#define SINKOPS_PREFILL_TMA_STORE 0
-#endif
-constexpr bool kPrefillTmaStore = SINKOPS_PREFILL_TMA_STORE != 0;
-
 // The output [s_q, h_q, 512] as a TMA map, boxes of 64 columns x 64 heads x 1 row in the 128-byte
 // swizzle (the q buffer's tile layout); ok == 0 (a stride or address TMA cannot take): the
-// kernel stores through the threads as without the knob.
+// threads store the output (bench/NOTES.md "Prefill v1.5": the TMA store is level to 1-3 % faster).
 struct PrefillOutMap {
   CUtensorMap map;
   int ok;
 };
 
 // Normalizes with the null sink, writes lse / max_logits, stores the bf16 rows of query q_idx.
-template <int kDqk, int kWg, bool kTmaStore>
+template <int kDqk, int kWg>
 struct PrefillEpilogue {
   using C = SparseMlaSm90Config<kDqk>;
   const SparseMlaPrefillParams& p;
   typename C::Smem& sm;
   int64_t q_idx;
   int head0;
-  const PrefillOutMap* out_map;  // kTmaStore only
+  const PrefillOutMap* out_map;
 
   template <class Acc>
   __device__ __forceinline__ void operator()(const Acc& acc_o, const float row_max[2], const float total[2],
@@ -54,9 +45,7 @@ struct PrefillEpilogue {
         p.max_logits[sh] = f[h].max_logit;
       }
     }
-    if constexpr (kTmaStore) {
-      if (out_map->ok) return store_by_tma(acc_o, out_scale);
-    }
+    if (out_map->ok) return store_by_tma(acc_o, out_scale);
     bf16* out = static_cast<bf16*>(p.out) + q_idx * p.out_row_stride + int64_t(head0) * p.out_head_stride + kWg * 256;
     store_output_half<kWg>(sm.q + kWg * (64 * 256), acc_o, out_scale, out, p.out_head_stride, p.h_q - head0);
   }
@@ -89,9 +78,8 @@ struct PrefillEpilogue {
 
 // One CTA = one query row x 64 heads (CTAs that run rows one after another were 0-3 % slower:
 // bench/NOTES.md "Prefill v1.4"). grid: (s_q, head blocks); block: 384 threads; dynamic smem: Smem
-// of d_qk. kTmaStore (SINKOPS_PREFILL_TMA_STORE): the output goes out by TMA through out_map, which
-// the other form does not read.
-template <int kDqk, bool kTmaStore>
+// of d_qk; out_map: the output by TMA where TMA can take it.
+template <int kDqk>
 __global__ void __launch_bounds__(384, 1)
     sparse_mla_prefill_sm90_kernel(const __grid_constant__ SparseMlaPrefillParams p,
                                    const __grid_constant__ PrefillOutMap out_map) {
@@ -197,10 +185,10 @@ __global__ void __launch_bounds__(384, 1)
 
   if (wg == 0) {
     cutlass::arch::warpgroup_reg_alloc<C::kConsumerRegs>();
-    consume<kDqk, 0>(p.sm_scale, sm, n_steps, PrefillEpilogue<kDqk, 0, kTmaStore>{p, sm, q_idx, head0, &out_map});
+    consume<kDqk, 0>(p.sm_scale, sm, n_steps, PrefillEpilogue<kDqk, 0>{p, sm, q_idx, head0, &out_map});
   } else {
     cutlass::arch::warpgroup_reg_alloc<C::kConsumerRegs>();
-    consume<kDqk, 1>(p.sm_scale, sm, n_steps, PrefillEpilogue<kDqk, 1, kTmaStore>{p, sm, q_idx, head0, &out_map});
+    consume<kDqk, 1>(p.sm_scale, sm, n_steps, PrefillEpilogue<kDqk, 1>{p, sm, q_idx, head0, &out_map});
   }
 #endif
 }

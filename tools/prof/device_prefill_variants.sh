@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# One device call (issue 10): prefill _C variants tested and timed side by side, FlashMLA beside,
+# memcheck / racecheck of one variant, the multi-wave racecheck repro, bench_dispatch's host cost.
+# Steps past LIMIT seconds are skipped (what ran comes back in $OUT). Inputs, built on the CPU
+# machine and carried in .whl (git-ignored) with .peers:
+#   .whl/sinkops-*.whl        a cp312 wheel (SINKOPS_CUDA_ARCHS=90a; its Python is replaced by the tree's)
+#   .whl/var_NAME/_C*.so      one per variant: tools/prof/variant_so.sh NAME .whl/empty.patch
+#                             "sparse_mla_prefill.cu sm90/sparse_mla_prefill_sm90.cu" -DSINKOPS_PREFILL_...
+#   .whl/mw                   tools/racecheck/multi_wave_repro.cu built for sm_90a (optional)
+# Env: VARIANTS ("lazy tma": the first is the base), CHECK (the variant tested and sanitized: the
+# last), LIMIT (s, 520), REPS (A/B passes, 2), SKIP_FM=1 (no FlashMLA), DISPATCH=0 (no bench_dispatch).
+#   run: VARIANTS="lazy tq" bash tools/prof/device_prefill_variants.sh   (carry .whl and .peers)
+set -uo pipefail
+R=$PWD
+LIMIT=${LIMIT:-520}
+VARIANTS=${VARIANTS:-lazy tma}
+CHECK=${CHECK:-${VARIANTS##* }}
+t0=$(date +%s)
+el() { echo $(( $(date +%s) - t0 )); }
+left() { [ $(el) -lt $1 ]; }
+[ "${SKIP_FM:-0}" = 1 ] || python3 -c "import flash_mla" 2>/dev/null ||
+  (MAX_JOBS=12 bash .peers/build_flashmla.sh > $OUT/flashmla_build.log 2>&1; echo "flashmla rc=$?" >> $OUT/flashmla_build.log) &
+python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/sinkops-*.whl || exit 1
+(cd sinkops && find . -name '*.py' -exec cp --parents {} /tmp/site/sinkops/ \;)
+for v in $VARIANTS; do rm -rf /tmp/site_$v; cp -r /tmp/site /tmp/site_$v; cp .whl/var_$v/_C*.so /tmp/site_$v/sinkops/; done
+site() { echo /tmp/site_$1; }
+cd /tmp
+nvidia-smi --query-gpu=name --format=csv,noheader | tee $OUT/gpu.txt
+PYTHONPATH=$(site $CHECK) timeout 150 python3 -m pytest -q -p no:cacheprovider -m gpu \
+  $R/tests/test_sparse_mla_prefill.py -k "cuda and not emu" > $OUT/tests_prefill_$CHECK.log 2>&1
+echo "tests prefill $CHECK: $(tail -1 $OUT/tests_prefill_$CHECK.log) ($(el) s)"
+for rep in $(seq 1 ${REPS:-2}); do
+  for v in $VARIANTS; do RAGGED=1 PYTHONPATH=$(site $v) timeout 60 python3 $R/tools/prof/prefill_variants.py $v 2>&1 | tail -1; done
+done | tee $OUT/ab_prefill.log
+echo "($(el) s)"
+PYTHONPATH=$(site $CHECK) timeout 90 compute-sanitizer --tool memcheck python3 $R/tools/sanitize_cases.py cuda prefill > $OUT/memcheck_prefill_$CHECK.log 2>&1
+echo "memcheck prefill $CHECK: $(grep -E 'ERROR SUMMARY' $OUT/memcheck_prefill_$CHECK.log | tail -1) ($(el) s)"
+if [ -x $R/.whl/mw ]; then
+  for g in 12 480; do timeout 40 compute-sanitizer --tool racecheck $R/.whl/mw $g 2>&1 | grep -E "repro|RACECHECK SUMMARY" | tr '\n' ' '; echo; done | tee $OUT/racecheck_multi_wave_repro.log
+fi
+if left $((LIMIT - 190)); then
+  PYTHONPATH=$(site $CHECK) timeout 100 compute-sanitizer --tool racecheck python3 $R/tools/sanitize_cases.py cuda prefill > $OUT/racecheck_prefill_$CHECK.log 2>&1
+  echo "racecheck prefill $CHECK: $(grep -E 'RACECHECK SUMMARY' $OUT/racecheck_prefill_$CHECK.log | tail -1) ($(el) s)"
+fi
+[ "${SKIP_FM:-0}" = 1 ] || for i in $(seq 1 60); do python3 -c "import flash_mla" 2>/dev/null && break; grep -q "flashmla rc" $OUT/flashmla_build.log 2>/dev/null && break; left $((LIMIT - 90)) || break; sleep 3; done
+if left $((LIMIT - 75)) && python3 -c "import flash_mla" 2>/dev/null; then
+  for v in $VARIANTS; do FLASHMLA=1 PYTHONPATH=$(site $v) timeout 60 python3 $R/tools/prof/prefill_variants.py $v 2>&1 | tail -2; done | tee $OUT/ab_prefill_flashmla.log
+fi
+echo "($(el) s)"
+if [ "${DISPATCH:-1}" = 1 ] && left $((LIMIT - 50)); then
+  PYTHONPATH=$(site $CHECK) timeout $((LIMIT - $(el) - 5)) python3 $R/bench/bench_dispatch.py --backends cuda --calls 1000 > $OUT/dispatch.log 2>&1
+  tail -12 $OUT/dispatch.log
+fi
+for f in $OUT/*sanitize* $OUT/*check_*; do [ -f "$f" ] && gzip -f "$f"; done 2>/dev/null
+echo "total $(el) s"
