@@ -141,6 +141,34 @@ __device__ __forceinline__ void tma_load_3d(uint32_t smem_dst, const CUtensorMap
       : "memory");
 }
 
+// An L2 policy for data read or written once: its lines are the first to go (createpolicy).
+__device__ __forceinline__ uint64_t l2_evict_first_policy() {
+  uint64_t policy;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+  return policy;
+}
+
+// tma_load_3d with an L2 cache policy (l2_evict_first_policy) on the global reads.
+__device__ __forceinline__ void tma_load_3d(uint32_t smem_dst, const CUtensorMap& map, Barrier& bar, int col, int c1,
+                                            int c2, uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.L2::cache_hint"
+      " [%0], [%1, {%2, %3, %4}], [%5], %6;\n" ::"r"(smem_dst),
+      "l"(reinterpret_cast<uint64_t>(&map)), "r"(col), "r"(c1), "r"(c2), "r"(cast_smem_ptr_to_uint(&bar)), "l"(policy)
+      : "memory");
+}
+
+// One box of shared memory at smem_src to a 3-D map at (col, c1, c2), with an L2 cache policy; the
+// caller commits the bulk group and waits for its reads before the shared memory is reused.
+__device__ __forceinline__ void tma_store_3d(const CUtensorMap& map, uint32_t smem_src, int col, int c1, int c2,
+                                             uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.global.shared::cta.bulk_group.L2::cache_hint [%0, {%2, %3, %4}], [%1], %5;\n" ::"l"(
+          reinterpret_cast<uint64_t>(&map)),
+      "r"(smem_src), "r"(col), "r"(c1), "r"(c2), "l"(policy)
+      : "memory");
+}
+
 // This thread's arrival on the barrier, which then also expects `bytes` before its phase completes.
 __device__ __forceinline__ void arrive_expect_tx(Barrier& bar, uint32_t bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(cast_smem_ptr_to_uint(&bar)),

@@ -14,10 +14,12 @@ void launch(const SparseMlaPrefillParams& p, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(p.s_q), static_cast<unsigned>((p.h_q + 63) / 64));
   constexpr auto kernel = sparse_mla_prefill_sm90_kernel<kDqk>;
   reserve_dynamic_smem<kernel>(smem, "sparse_mla_prefill (sm90)");
-  PrefillOutMap out_map{};  // [s_q rows][h_q heads][512 columns], boxes of 1 x 64 x 64
-  out_map.ok = encode_tile_map(out_map.map, true, p.out, 512, MapDim{p.h_q, p.out_head_stride, 64},
-                               MapDim{p.s_q, p.out_row_stride, 1}, 64);
-  kernel<<<grid, threads, smem, stream>>>(p, out_map);
+  PrefillMaps maps{};  // q [s_q rows][h_q heads][d_qk columns], out [..][..][512], boxes of 1 x 64 x 64
+  maps.q_ok = encode_tile_map(maps.q, true, p.q, kDqk, MapDim{p.h_q, p.q_head_stride, 64},
+                              MapDim{p.s_q, p.q_row_stride, 1}, 64);
+  maps.out_ok = encode_tile_map(maps.out, true, p.out, 512, MapDim{p.h_q, p.out_head_stride, 64},
+                                MapDim{p.s_q, p.out_row_stride, 1}, 64);
+  kernel<<<grid, threads, smem, stream>>>(p, maps);
   check_launch("sparse_mla_prefill (sm90)");
 }
 }  // namespace

@@ -6,17 +6,21 @@
 #pragma once
 #include <cuda.h>  // CUtensorMap
 
+#include "kv_tile_maps.cuh"  // tma_load_3d, tma_store_3d, arrive_expect_tx, l2_evict_first_policy
 #include "sinkops/sparse_mla_params.h"
 #include "sparse_mla_sm90_consumer.cuh"
 
 namespace sinkops::cuda::sm90 {
 
-// The output [s_q, h_q, 512] as a TMA map, boxes of 64 columns x 64 heads x 1 row in the 128-byte
-// swizzle (the q buffer's tile layout); ok == 0 (a stride or address TMA cannot take): the
-// threads store the output (bench/NOTES.md "Prefill v1.5": the TMA store is level to 1-3 % faster).
-struct PrefillOutMap {
-  CUtensorMap map;
-  int ok;
+// q [s_q, h_q, d_qk] and out [s_q, h_q, 512] as TMA maps, boxes of 64 columns x 64 heads x 1 row in
+// the 128-byte swizzle (the q buffer's tile layout; heads past h_q read as zeros and are not
+// written). Both streams pass through L2 once, so they go with an evict_first policy and leave the
+// KV pool that every CTA gathers from in L2 (bench/NOTES.md "Prefill v1.6": DRAM reads -17 %,
+// V4-Flash -4.5 %). q_ok == 0 / out_ok == 0 (a stride or address TMA cannot take): the producer's
+// cp.async loads Q / the threads store the output.
+struct PrefillMaps {
+  CUtensorMap out, q;
+  int out_ok, q_ok;
 };
 
 // Normalizes with the null sink, writes lse / max_logits, stores the bf16 rows of query q_idx.
@@ -27,7 +31,7 @@ struct PrefillEpilogue {
   typename C::Smem& sm;
   int64_t q_idx;
   int head0;
-  const PrefillOutMap* out_map;
+  const PrefillMaps* maps;
 
   template <class Acc>
   __device__ __forceinline__ void operator()(const Acc& acc_o, const float row_max[2], const float total[2],
@@ -45,7 +49,7 @@ struct PrefillEpilogue {
         p.max_logits[sh] = f[h].max_logit;
       }
     }
-    if (out_map->ok) return store_by_tma(acc_o, out_scale);
+    if (maps->out_ok) return store_by_tma(acc_o, out_scale);
     bf16* out = static_cast<bf16*>(p.out) + q_idx * p.out_row_stride + int64_t(head0) * p.out_head_stride + kWg * 256;
     store_output_half<kWg>(sm.q + kWg * (64 * 256), acc_o, out_scale, out, p.out_head_stride, p.h_q - head0);
   }
@@ -69,7 +73,8 @@ struct PrefillEpilogue {
     if (t == 0) {
       CUTLASS_PRAGMA_UNROLL
       for (int j = 0; j < 4; ++j)
-        SM90_TMA_STORE_3D::copy(&out_map->map, sm.q + (4 * kWg + j) * 4096, 256 * kWg + 64 * j, head0, int(q_idx));
+        tma_store_3d(maps->out, cast_smem_ptr_to_uint(sm.q + (4 * kWg + j) * 4096), 256 * kWg + 64 * j, head0,
+                     int(q_idx), l2_evict_first_policy());
       tma_store_arrive();
       tma_store_wait<0>();  // the tiles are read before the CTA (and its shared memory) goes
     }
@@ -78,11 +83,11 @@ struct PrefillEpilogue {
 
 // One CTA = one query row x 64 heads (CTAs that run rows one after another were 0-3 % slower:
 // bench/NOTES.md "Prefill v1.4"). grid: (s_q, head blocks); block: 384 threads; dynamic smem: Smem
-// of d_qk; out_map: the output by TMA where TMA can take it.
+// of d_qk; maps: Q in and the output out by TMA where TMA can take them.
 template <int kDqk>
 __global__ void __launch_bounds__(384, 1)
     sparse_mla_prefill_sm90_kernel(const __grid_constant__ SparseMlaPrefillParams p,
-                                   const __grid_constant__ PrefillOutMap out_map) {
+                                   const __grid_constant__ PrefillMaps maps) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using C = SparseMlaSm90Config<kDqk>;
   constexpr int kTiles = C::kTiles, kLeft = C::kLeftTiles;
@@ -96,9 +101,10 @@ __global__ void __launch_bounds__(384, 1)
   int n_keys = p.topk;
   if (p.topk_length != nullptr) n_keys = min(max(p.topk_length[q_idx], 0), p.topk);
   const int n_steps = (n_keys + 2 * C::kBlockKeys - 1) / (2 * C::kBlockKeys);
+  const bool q_by_tma = maps.q_ok;
 
   if (threadIdx.x == 0) {
-    sm.q_ready.init(128);
+    sm.q_ready.init(q_by_tma ? 1 : 128);  // the TMA-issuing thread, or every producer thread's cp.async
     for (int b = 0; b < 2; ++b) {
       for (int r = 0; r < 2; ++r) {
         sm.ready[b][r].init(128);  // every producer thread's cp.async arrival
@@ -120,17 +126,28 @@ __global__ void __launch_bounds__(384, 1)
     auto sQ = make_tensor(make_smem_ptr(sm.q), typename C::template Tiles<kTiles>{});
     bf16* const q_dst = &sQ(row0, chunk * 8);
     bf16* const kv_dst = q_dst - sm.q + sm.kv[0];  // the same position in KV buffer 0
-    const bf16* q_rows = static_cast<const bf16*>(p.q) + q_idx * p.q_row_stride;
+    if (q_by_tma) {
+      if (t == 0) {  // kTiles boxes of [64 heads, 64 channels]; the box bytes count heads past h_q
+        arrive_expect_tx(sm.q_ready, uint32_t(C::kHeads * kDqk * sizeof(bf16)));
+        const uint64_t policy = l2_evict_first_policy();
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int r = row0 + 16 * j;
-      const bool ok = head0 + r < p.h_q;
-      const bf16* src = q_rows + (ok ? (int64_t)(head0 + r) * p.q_head_stride : 0) + chunk * 8;
+        for (int tile = 0; tile < kTiles; ++tile)
+          tma_load_3d(cast_smem_ptr_to_uint(sm.q + tile * 4096), maps.q, sm.q_ready, tile * 64, head0, int(q_idx),
+                      policy);
+      }
+    } else {
+      const bf16* q_rows = static_cast<const bf16*>(p.q) + q_idx * p.q_row_stride;
 #pragma unroll
-      for (int tile = 0; tile < kTiles; ++tile)
-        cp_async_16_zfill_l2(q_dst + j * 1024 + tile * 4096, src + tile * 64, ok);
+      for (int j = 0; j < 4; ++j) {
+        const int r = row0 + 16 * j;
+        const bool ok = head0 + r < p.h_q;
+        const bf16* src = q_rows + (ok ? (int64_t)(head0 + r) * p.q_head_stride : 0) + chunk * 8;
+#pragma unroll
+        for (int tile = 0; tile < kTiles; ++tile)
+          cp_async_16_zfill_l2(q_dst + j * 1024 + tile * 4096, src + tile * 64, ok);
+      }
+      cp_async_arrive(sm.q_ready);
     }
-    cp_async_arrive(sm.q_ready);
 
     const int32_t* idx_row = p.indices + q_idx * p.indices_row_stride;
     const bf16* kv = static_cast<const bf16*>(p.kv) + chunk * 8;
@@ -185,10 +202,10 @@ __global__ void __launch_bounds__(384, 1)
 
   if (wg == 0) {
     cutlass::arch::warpgroup_reg_alloc<C::kConsumerRegs>();
-    consume<kDqk, 0>(p.sm_scale, sm, n_steps, PrefillEpilogue<kDqk, 0>{p, sm, q_idx, head0, &out_map});
+    consume<kDqk, 0>(p.sm_scale, sm, n_steps, PrefillEpilogue<kDqk, 0>{p, sm, q_idx, head0, &maps});
   } else {
     cutlass::arch::warpgroup_reg_alloc<C::kConsumerRegs>();
-    consume<kDqk, 1>(p.sm_scale, sm, n_steps, PrefillEpilogue<kDqk, 1>{p, sm, q_idx, head0, &out_map});
+    consume<kDqk, 1>(p.sm_scale, sm, n_steps, PrefillEpilogue<kDqk, 1>{p, sm, q_idx, head0, &maps});
   }
 #endif
 }
