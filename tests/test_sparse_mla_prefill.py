@@ -262,3 +262,25 @@ def test_cuda_sm80_path_on_hopper(monkeypatch, h_q, d_qk, topk):
     for got in (fast, portable):
         check_against_oracle(got, case, d_qk ** -0.5, sink, tl)
     assert rel_l2(fast[0], portable[0]) < 5e-3
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("h_q,d_qk,topk", [(64, 512, 640), (100, 576, 300)])
+def test_cuda_sm90_without_tma(monkeypatch, h_q, d_qk, topk):
+    """The sm_90a prefill loads Q and stores the output by TMA (evict_first in L2); where no map
+    can be made it falls back to the producer's cp.async for Q and the threads' stores for the
+    output. SINKOPS_WA90_TMA=0 turns the maps off: both forms match the oracle, and agree to the
+    bit (the same MMAs, only the copies differ)."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    case = make_sparse_prefill_case(4, 3000, h_q, d_qk, topk, device="cuda")
+    sink = dsv4_sinks_with_infs(h_q).cuda()
+    tl = random_topk_length(4, topk, "cuda")
+    target = BY_NAME["cuda"]
+    by_tma = run_prefill(target, case, d_qk ** -0.5, sink, tl)
+    monkeypatch.setenv("SINKOPS_WA90_TMA", "0")
+    by_threads = run_prefill(target, case, d_qk ** -0.5, sink, tl)
+    for got in (by_tma, by_threads):
+        check_against_oracle(got, case, d_qk ** -0.5, sink, tl)
+    for a, b in zip(by_tma, by_threads):
+        assert torch.equal(a, b)

@@ -80,7 +80,8 @@ inline bool encode_tile_map(CUtensorMap& map, bool bf16, const void* base, int c
                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-// SINKOPS_WA90_TMA=0 turns every map off (A/B runs, tests): the kernels then copy with cp.async.
+// SINKOPS_WA90_TMA=0 turns every map off (A/B runs, tests): the window kernels then copy with
+// cp.async, the sparse MLA prefill loads Q by cp.async and stores through its threads.
 inline bool tma_enabled() {
   const char* env = std::getenv("SINKOPS_WA90_TMA");
   return env == nullptr || *env != '0';

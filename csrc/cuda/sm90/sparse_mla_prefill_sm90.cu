@@ -2,7 +2,7 @@
 // point (csrc/cuda/sparse_mla_prefill.cu) has validated the params and decides when this runs.
 #include "../kernel_launch.cuh"
 #include "sm90_api.h"
-#include "kv_tile_maps.cuh"  // encode_tile_map
+#include "kv_tile_maps.cuh"  // encode_tile_map, tma_enabled
 #include "sparse_mla_prefill_sm90.cuh"
 
 namespace sinkops::cuda::sm90 {
@@ -15,10 +15,12 @@ void launch(const SparseMlaPrefillParams& p, cudaStream_t stream) {
   constexpr auto kernel = sparse_mla_prefill_sm90_kernel<kDqk>;
   reserve_dynamic_smem<kernel>(smem, "sparse_mla_prefill (sm90)");
   PrefillMaps maps{};  // q [s_q rows][h_q heads][d_qk columns], out [..][..][512], boxes of 1 x 64 x 64
-  maps.q_ok = encode_tile_map(maps.q, true, p.q, kDqk, MapDim{p.h_q, p.q_head_stride, 64},
-                              MapDim{p.s_q, p.q_row_stride, 1}, 64);
-  maps.out_ok = encode_tile_map(maps.out, true, p.out, 512, MapDim{p.h_q, p.out_head_stride, 64},
-                                MapDim{p.s_q, p.out_row_stride, 1}, 64);
+  if (tma_enabled()) {  // else (SINKOPS_WA90_TMA=0, tests) cp.async loads Q and the threads store
+    maps.q_ok = encode_tile_map(maps.q, true, p.q, kDqk, MapDim{p.h_q, p.q_head_stride, 64},
+                                MapDim{p.s_q, p.q_row_stride, 1}, 64);
+    maps.out_ok = encode_tile_map(maps.out, true, p.out, 512, MapDim{p.h_q, p.out_head_stride, 64},
+                                  MapDim{p.s_q, p.out_row_stride, 1}, 64);
+  }
   kernel<<<grid, threads, smem, stream>>>(p, maps);
   check_launch("sparse_mla_prefill (sm90)");
 }
