@@ -265,14 +265,17 @@ def test_cuda_sm80_path_on_hopper(monkeypatch, h_q, d_qk, topk):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("h_q,d_qk,topk", [(64, 512, 640), (100, 576, 300)])
+@pytest.mark.parametrize("h_q,d_qk,topk", [(64, 512, 640), (100, 576, 300), (48, 512, 200)])
 def test_cuda_sm90_without_tma(monkeypatch, h_q, d_qk, topk):
-    """The sm_90a prefill loads Q and stores the output by TMA (evict_first in L2); where no map
-    can be made it falls back to the producer's cp.async for Q and the threads' stores for the
-    output. SINKOPS_WA90_TMA=0 turns the maps off: both forms match the oracle, and agree to the
-    bit (the same MMAs, only the copies differ)."""
+    """The sm_90a prefill loads Q and stores the output by TMA (evict_first in L2; 48 heads: a
+    64-head box over a 48-head map); where no map can be made it falls back to the producer's
+    cp.async for Q and the threads' stores for the output. SINKOPS_WA90_TMA=0 turns the maps off:
+    both forms match the oracle, and agree to the bit (the same MMAs, only the copies differ)."""
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA device")
+    from sinkops import _build_info
+    if torch.cuda.get_device_capability() != (9, 0) or "with the sm_90a" not in _build_info.CORES["cuda"]:
+        pytest.skip("needs Hopper and a build with the sm_90a kernels (else both runs take the sm80 kernels)")
     case = make_sparse_prefill_case(4, 3000, h_q, d_qk, topk, device="cuda")
     sink = dsv4_sinks_with_infs(h_q).cuda()
     tl = random_topk_length(4, topk, "cuda")

@@ -4,25 +4,30 @@
 # Steps past LIMIT seconds are skipped (what ran comes back in $OUT). Inputs, built on the CPU
 # machine and carried in .whl (git-ignored) with .peers:
 #   .whl/sinkops-*.whl        a cp312 wheel (SINKOPS_CUDA_ARCHS=90a; its Python is replaced by the tree's)
-#   .whl/var_NAME/_C*.so      one per variant: tools/prof/variant_so.sh NAME .whl/empty.patch
-#                             "sparse_mla_prefill.cu sm90/sparse_mla_prefill_sm90.cu" -DSINKOPS_PREFILL_...
+#   .whl/var_NAME/_C*.so      one per variant: tools/prof/variant_so.sh NAME PATCH
+#                             "sparse_mla_prefill.cu sm90/sparse_mla_prefill_sm90.cu" [-D...] (the base:
+#                             .whl/empty.patch; build the wheel from HEAD first: variant_so.sh links
+#                             the other units' objects from that build)
 #   .whl/mw                   tools/racecheck/multi_wave_repro.cu built for sm_90a (optional)
-# Env: VARIANTS ("lazy tma": the first is the base), CHECK (the variant tested and sanitized: the
-# last), LIMIT (s, 520), REPS (A/B passes, 2), SKIP_FM=1 (no FlashMLA), DISPATCH=0 (no bench_dispatch).
-#   run: VARIANTS="lazy tq" bash tools/prof/device_prefill_variants.sh   (carry .whl and .peers)
+# Env: VARIANTS (required, "base v1 v2": the first is the base), CHECK (the variant tested and
+# sanitized: the last), LIMIT (s, 520), REPS (A/B passes, 2), SKIP_FM=1 (no FlashMLA), DISPATCH=0
+# (no bench_dispatch). Keep REPS x variants x ~10 s + ~200 s under the call's 600 s.
+#   run: VARIANTS="base ef" bash tools/prof/device_prefill_variants.sh   (carry .whl and .peers)
 set -uo pipefail
 R=$PWD
 LIMIT=${LIMIT:-520}
-VARIANTS=${VARIANTS:-lazy tma}
+VARIANTS=$(echo ${VARIANTS:?set VARIANTS, e.g. \"base ef\"})  # (trims spaces)
 CHECK=${CHECK:-${VARIANTS##* }}
 t0=$(date +%s)
 el() { echo $(( $(date +%s) - t0 )); }
 left() { [ $(el) -lt $1 ]; }
 [ "${SKIP_FM:-0}" = 1 ] || python3 -c "import flash_mla" 2>/dev/null ||
-  (MAX_JOBS=12 bash .peers/build_flashmla.sh > $OUT/flashmla_build.log 2>&1; echo "flashmla rc=$?" >> $OUT/flashmla_build.log) &
+  (MAX_JOBS=12 bash .peers/build_flashmla.sh > $OUT/flashmla_build.log 2>&1; echo "flashmla rc=$?" >> $OUT/flashmla_build.log) \
+  > /dev/null 2>&1 &
+rm -rf /tmp/site
 python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/sinkops-*.whl || exit 1
 (cd sinkops && find . -name '*.py' -exec cp --parents {} /tmp/site/sinkops/ \;)
-for v in $VARIANTS; do rm -rf /tmp/site_$v; cp -r /tmp/site /tmp/site_$v; cp .whl/var_$v/_C*.so /tmp/site_$v/sinkops/; done
+for v in $VARIANTS; do rm -rf /tmp/site_$v; cp -r /tmp/site /tmp/site_$v; cp .whl/var_$v/_C*.so /tmp/site_$v/sinkops/ || exit 1; done
 site() { echo /tmp/site_$1; }
 cd /tmp
 nvidia-smi --query-gpu=name --format=csv,noheader | tee $OUT/gpu.txt
