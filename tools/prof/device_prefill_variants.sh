@@ -16,7 +16,8 @@
 set -uo pipefail
 R=$PWD
 LIMIT=${LIMIT:-520}
-VARIANTS=$(echo ${VARIANTS:?set VARIANTS, e.g. \"base ef\"})  # (trims spaces)
+VARIANTS=$(echo ${VARIANTS:-})  # (trims spaces)
+[ -n "$VARIANTS" ] || { echo 'set VARIANTS, e.g. "base ef"' >&2; exit 2; }
 CHECK=${CHECK:-${VARIANTS##* }}
 t0=$(date +%s)
 el() { echo $(( $(date +%s) - t0 )); }
