@@ -25,6 +25,14 @@ print(os.path.join(os.path.dirname(cutlass_library.__file__), "source", "include
 flags="-std=c++17 -O3 -Xcompiler -fPIC --expt-relaxed-constexpr -I$V/csrc/include -I$V/csrc/cuda -DNDEBUG"
 flags+=" -DSINKOPS_SM90=1 -I$cute -gencode arch=compute_90a,code=sm_90a $*"
 B=$(ls -d build/temp.*-312 | head -1)
+# The other units come from that build: objects older than HEAD's last csrc commit would mix old
+# kernels into the variant (bench/NOTES.md "Prefill v1.6": a decode A/B confounded this way).
+# Rebuild the wheel first, or STALE_OK=1 when the commits since touched only the rebuilt units.
+if [ "$(stat -c %Y "$B"/cuda/*.o | sort -n | head -1)" -lt "$(git log -1 --format=%ct -- csrc)" ] &&
+   [ "${STALE_OK:-0}" != 1 ]; then
+  echo "variant_so.sh: $B/cuda/*.o predate HEAD's last csrc commit: rebuild the wheel (or STALE_OK=1)" >&2
+  exit 1
+fi
 object_of() { case $1 in sm90/*) echo "sm90_$(basename "$1" .cu).o" ;; *) echo "$(basename "$1" .cu).o" ;; esac; }
 keep=$(ls "$B"/cuda/*.o)
 for u in $(cd "$V/csrc/cuda" && ls $units); do
