@@ -245,6 +245,22 @@ def test_kv_over_2_pow_31_elements(target, h_q):
     assert math.isfinite(got[2].sum().item())
 
 
+def _default_and_with_env(monkeypatch, env, h_q, d_qk, topk):
+    """One GPU prefill case run by the cuda backend as built, then with `env` set to "1" / "0"
+    (name=value); both results checked against the oracle and returned."""
+    case = make_sparse_prefill_case(4, 3000, h_q, d_qk, topk, device="cuda")
+    sink = dsv4_sinks_with_infs(h_q).cuda()
+    tl = random_topk_length(4, topk, "cuda")
+    target = BY_NAME["cuda"]
+    default = run_prefill(target, case, d_qk ** -0.5, sink, tl)
+    name, value = env.split("=")
+    monkeypatch.setenv(name, value)
+    other = run_prefill(target, case, d_qk ** -0.5, sink, tl)
+    for got in (default, other):
+        check_against_oracle(got, case, d_qk ** -0.5, sink, tl)
+    return default, other
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("h_q,d_qk,topk", [(64, 512, 640), (128, 576, 300), (100, 512, 200)])
 def test_cuda_sm80_path_on_hopper(monkeypatch, h_q, d_qk, topk):
@@ -252,15 +268,7 @@ def test_cuda_sm80_path_on_hopper(monkeypatch, h_q, d_qk, topk):
     GPUs run); both paths must match the oracle, and each other closely."""
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA device")
-    case = make_sparse_prefill_case(4, 3000, h_q, d_qk, topk, device="cuda")
-    sink = dsv4_sinks_with_infs(h_q).cuda()
-    tl = random_topk_length(4, topk, "cuda")
-    target = BY_NAME["cuda"]
-    fast = run_prefill(target, case, d_qk ** -0.5, sink, tl)
-    monkeypatch.setenv("SINKOPS_CUDA_SM80", "1")
-    portable = run_prefill(target, case, d_qk ** -0.5, sink, tl)
-    for got in (fast, portable):
-        check_against_oracle(got, case, d_qk ** -0.5, sink, tl)
+    fast, portable = _default_and_with_env(monkeypatch, "SINKOPS_CUDA_SM80=1", h_q, d_qk, topk)
     assert rel_l2(fast[0], portable[0]) < 5e-3
 
 
@@ -276,14 +284,6 @@ def test_cuda_sm90_without_tma(monkeypatch, h_q, d_qk, topk):
     from sinkops import _build_info
     if torch.cuda.get_device_capability() != (9, 0) or "with the sm_90a" not in _build_info.CORES["cuda"]:
         pytest.skip("needs Hopper and a build with the sm_90a kernels (else both runs take the sm80 kernels)")
-    case = make_sparse_prefill_case(4, 3000, h_q, d_qk, topk, device="cuda")
-    sink = dsv4_sinks_with_infs(h_q).cuda()
-    tl = random_topk_length(4, topk, "cuda")
-    target = BY_NAME["cuda"]
-    by_tma = run_prefill(target, case, d_qk ** -0.5, sink, tl)
-    monkeypatch.setenv("SINKOPS_WA90_TMA", "0")
-    by_threads = run_prefill(target, case, d_qk ** -0.5, sink, tl)
-    for got in (by_tma, by_threads):
-        check_against_oracle(got, case, d_qk ** -0.5, sink, tl)
+    by_tma, by_threads = _default_and_with_env(monkeypatch, "SINKOPS_WA90_TMA=0", h_q, d_qk, topk)
     for a, b in zip(by_tma, by_threads):
         assert torch.equal(a, b)
