@@ -64,6 +64,20 @@ def make_case(layout, b, sq, hq, topk, dev):
     return q, cache, idx, sink, dqk ** -0.5
 
 
+def flashmla_call(flash_mla, q, cache, idx, sink, scale):
+    """FlashMLA's sparse FP8 decode on one case as a callable (out is [..., :h_q] of its first
+    result): it takes 64 or 128 heads, so smaller counts run padded with -inf sinks."""
+    b, sq, hq, dqk = q.shape
+    pad = max(64, hq)
+    qf = torch.zeros(b, sq, pad, dqk, device=q.device, dtype=torch.bfloat16)
+    qf[:, :, :hq] = q
+    sf = torch.full((pad,), -float("inf"), device=q.device)
+    sf[:hq] = sink
+    meta = flash_mla.get_mla_metadata()[0]
+    cf = cache.view(torch.float8_e4m3fn)
+    return lambda: flash_mla.flash_mla_with_kvcache(qf, cf, None, None, D_V, meta, None, scale, False, True, idx, sf)
+
+
 def main():
     import sinkops
 
@@ -105,16 +119,8 @@ def main():
         e90 = _try(lambda: eager_us(ours()), "sm90 eager")
         tfm = efm = diff = None
         if flash_mla is not None:
-            pad = max(64, hq)  # FlashMLA takes 64 or 128 heads: smaller counts run padded
-            qf = torch.zeros(b, sq, pad, dqk, device=dev, dtype=torch.bfloat16)
-            qf[:, :, :hq] = q
-            sf = torch.full((pad,), -float("inf"), device=dev)
-            sf[:hq] = sink
-            meta = _try(lambda: flash_mla.get_mla_metadata()[0], "FlashMLA metadata")
-            cf = cache.view(torch.float8_e4m3fn)
-            fm = lambda: flash_mla.flash_mla_with_kvcache(qf, cf, None, None, D_V, meta, None, scale, False, True,  # noqa: E731
-                                                          idx, sf)
-            ref = _try(fm, "FlashMLA")
+            fm = _try(lambda: flashmla_call(flash_mla, q, cache, idx, sink, scale), "FlashMLA metadata")
+            ref = None if fm is None else _try(fm, "FlashMLA")
             if ref is not None:
                 tfm = _try(lambda: graph_us(fm), "FlashMLA")
                 efm = _try(lambda: eager_us(fm), "FlashMLA eager")

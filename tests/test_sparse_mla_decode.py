@@ -355,3 +355,34 @@ def test_cuda_few_heads_kernel_on_hopper(monkeypatch, layout, shape):
         assert torch.allclose(lse_default, lse_other, rtol=1e-4, atol=1e-4)
     if b >= 3:
         assert torch.equal(default[0], torch.zeros_like(default[0])) and torch.isposinf(lse_default[0]).all()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("shape,strided_q", [((64, 2, 128, 640, True), False), ((70, 2, 48, 300, False), True),
+                                             ((1, 1, 64, 640, True), True)],
+                         ids=["single_pass_h128", "single_pass_h48_strided_q", "split_b1_strided_q"])
+def test_cuda_sm90_without_tma(monkeypatch, layout, shape, strided_q):
+    """The 64-head sm_90a decode loads Q by TMA (a 4-D map over q's strides, evict_first in L2) and,
+    on single-pass plans, stores the output by TMA (48 heads: 64-head boxes over a 48-head map);
+    SINKOPS_WA90_TMA=0 turns the maps off: the producer's cp.async loads Q, the threads store. Both
+    forms match the oracle and agree to the bit (the same MMAs, only the copies differ)."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    from sinkops import _build_info
+    if torch.cuda.get_device_capability() != (9, 0) or "with the sm_90a" not in _build_info.CORES["cuda"]:
+        pytest.skip("needs Hopper and a build with the sm_90a kernels (else both runs take the sm80 kernel)")
+    target = BY_NAME["cuda"]
+    b, s_q, hq, topk, extra = shape
+    case = helpers.make_sparse_decode_case(b, s_q, hq, layout, topk, 4096, device="cuda", extra=extra)
+    if strided_q:  # q as [b, hq, s_q, d + 64] storage, transposed and narrowed
+        d = case["q"].shape[-1]
+        store = torch.randn(b, hq, s_q, d + 64, device="cuda").to(torch.bfloat16)
+        store[..., :d] = case["q"].transpose(1, 2)
+        case["q"] = store[..., :d].transpose(1, 2)
+    sink = _sink(hq, "dsv4")
+    by_tma = check_against_oracle(target, case, sink, f"{layout} {shape} by TMA")
+    monkeypatch.setenv("SINKOPS_WA90_TMA", "0")
+    by_threads = check_against_oracle(target, case, sink, f"{layout} {shape} without TMA")
+    for a, b_ in zip(by_tma, by_threads):
+        assert torch.equal(a, b_)

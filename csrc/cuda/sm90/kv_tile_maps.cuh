@@ -62,22 +62,38 @@ struct MapDim {
   int box;
 };
 
-// The map of a 3-D view of 16-bit elements: `cols` contiguous columns, then outer dimensions a and b,
-// with boxes of (atom columns, a.box, b.box) in the atom's swizzle; false where TMA cannot express it.
-inline bool encode_tile_map(CUtensorMap& map, bool bf16, const void* base, int cols, MapDim a, MapDim b, int atom) {
+// The map of a (1 + kOuter)-D view of 16-bit elements: `cols` contiguous columns, then the outer
+// dimensions, with boxes of (atom columns, each outer box) in the atom's swizzle; false where TMA
+// cannot express it.
+template <int kOuter>
+inline bool encode_tile_map(CUtensorMap& map, bool bf16, const void* base, int cols, const MapDim (&outer)[kOuter],
+                            int atom) {
+  static_assert(kOuter >= 1 && kOuter <= 4, "TMA maps have at most 5 dimensions");
   const TensorMapEncoder encode = tensor_map_encoder();
-  if (encode == nullptr || base == nullptr || cols < 1 || a.size < 1 || b.size < 1) return false;
-  if (a.size == 1) a.stride = b.stride;  // (never stepped; TMA wants a multiple of 16 bytes)
-  if (b.size == 1) b.stride = a.stride;
-  const cuuint64_t dims[3] = {cuuint64_t(cols), cuuint64_t(a.size), cuuint64_t(b.size)};
-  const cuuint64_t strides[2] = {cuuint64_t(a.stride) * 2, cuuint64_t(b.stride) * 2};  // bytes
-  const cuuint32_t box[3] = {cuuint32_t(atom), cuuint32_t(a.box), cuuint32_t(b.box)};
-  const cuuint32_t unit[3] = {1, 1, 1};
+  if (encode == nullptr || base == nullptr || cols < 1) return false;
+  cuuint64_t dims[1 + kOuter] = {cuuint64_t(cols)}, strides[kOuter];  // strides in bytes
+  cuuint32_t box[1 + kOuter] = {cuuint32_t(atom)}, unit[1 + kOuter];
+  int64_t stepped = cols;  // a size-1 dimension is never stepped, but TMA wants a multiple of 16 bytes
+  for (int i = kOuter - 1; i >= 0; --i)
+    if (outer[i].size > 1) stepped = outer[i].stride;
+  for (int i = 0; i < kOuter; ++i) {
+    if (outer[i].size < 1) return false;
+    dims[1 + i] = cuuint64_t(outer[i].size);
+    strides[i] = cuuint64_t(outer[i].size == 1 ? stepped : outer[i].stride) * 2;
+    box[1 + i] = cuuint32_t(outer[i].box);
+  }
+  for (cuuint32_t& u : unit) u = 1;
   const CUtensorMapSwizzle swizzle =
       atom == 64 ? CU_TENSOR_MAP_SWIZZLE_128B : atom == 32 ? CU_TENSOR_MAP_SWIZZLE_64B : CU_TENSOR_MAP_SWIZZLE_32B;
-  return encode(&map, bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 3,
+  return encode(&map, bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 1 + kOuter,
                 const_cast<void*>(base), dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+// The 3-D form: outer dimensions a (inner) and b.
+inline bool encode_tile_map(CUtensorMap& map, bool bf16, const void* base, int cols, MapDim a, MapDim b, int atom) {
+  const MapDim outer[2] = {a, b};
+  return encode_tile_map(map, bf16, base, cols, outer, atom);
 }
 
 // SINKOPS_WA90_TMA=0 turns every map off (A/B runs, tests): the window kernels then copy with
@@ -156,6 +172,18 @@ __device__ __forceinline__ void tma_load_3d(uint32_t smem_dst, const CUtensorMap
       "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.L2::cache_hint"
       " [%0], [%1, {%2, %3, %4}], [%5], %6;\n" ::"r"(smem_dst),
       "l"(reinterpret_cast<uint64_t>(&map)), "r"(col), "r"(c1), "r"(c2), "r"(cast_smem_ptr_to_uint(&bar)), "l"(policy)
+      : "memory");
+}
+
+// One box of a 4-D map at coordinates (col, c1, c2, c3), with an L2 cache policy; completes its
+// bytes on bar.
+__device__ __forceinline__ void tma_load_4d(uint32_t smem_dst, const CUtensorMap& map, Barrier& bar, int col, int c1,
+                                            int c2, int c3, uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.L2::cache_hint"
+      " [%0], [%1, {%2, %3, %4, %5}], [%6], %7;\n" ::"r"(smem_dst),
+      "l"(reinterpret_cast<uint64_t>(&map)), "r"(col), "r"(c1), "r"(c2), "r"(c3), "r"(cast_smem_ptr_to_uint(&bar)),
+      "l"(policy)
       : "memory");
 }
 

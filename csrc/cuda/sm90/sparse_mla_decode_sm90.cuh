@@ -82,9 +82,22 @@ struct DecodeProducer {
   Gather g;
   typename C::Smem& sm;
 
-  // Q rows of this head block (zero rows past h_q), 16-byte chunks 2 quarter and 2 quarter + 1.
-  __device__ void load_q(int head0) {
+  // Q rows of this head block (zero rows past h_q) into the q buffer: by TMA (maps.q_ok: one
+  // thread, evict_first, kTiles boxes of 64 heads x 64 channels; the box bytes count heads past
+  // h_q) or by every thread's cp.async, 16-byte chunks 2 quarter and 2 quarter + 1.
+  __device__ void load_q(int head0, const SparseMlaMaps& maps) {
     const SparseMlaDecodeParams& p = g.p;
+    if (maps.q_ok) {
+      if (threadIdx.x % 128 == 0) {
+        arrive_expect_tx(sm.q_ready, uint32_t(64 * kDqk * sizeof(bf16)));
+        const uint64_t policy = l2_evict_first_policy();
+#pragma unroll
+        for (int tile = 0; tile < kTiles; ++tile)
+          tma_load_4d(cast_smem_ptr_to_uint(sm.q + tile * 4096), maps.q, sm.q_ready, tile * 64, head0, g.si, g.bi,
+                      policy);
+      }
+      return;
+    }
     const bf16* q_rows = static_cast<const bf16*>(p.q) + g.bi * p.q_batch_stride + g.si * p.q_row_stride;
     const int64_t q_off = sm.q - sm.kv[0];
 #pragma unroll
@@ -135,11 +148,14 @@ struct DecodeProducer {
 // partial rows in the workspace (several; WG0 writes the rows' (max, sum)).
 template <int kDqk, int kWg, class Acc>
 __device__ __forceinline__ void decode_store_half(const SparseMlaDecodeParams& p, typename DecodeSm90Config<kDqk>::Smem& sm,
-                                                  const Acc& acc_o, const float out_scale[2], int row, int head0,
-                                                  int split) {
+                                                  const SparseMlaMaps& maps, const Acc& acc_o, const float out_scale[2],
+                                                  int row, int head0, int split) {
   using sparse_mla_decode::kPartialDv;
   const int t = threadIdx.x % 128;
   if (p.num_splits == 1) {
+    if (maps.out_ok)
+      return store_output_half_by_tma<typename DecodeSm90Config<kDqk>::Base, kWg>(sm.q, acc_o, out_scale, maps, head0,
+                                                                                  row);
     bf16* out = static_cast<bf16*>(p.out) + (int64_t(row) * p.h_q + head0) * kPartialDv + kWg * 256;
     store_output_half<kWg>(sm.q + kWg * (64 * 256), acc_o, out_scale, out, kPartialDv, p.h_q - head0);
     return;
@@ -158,6 +174,7 @@ __device__ __forceinline__ void decode_store_half(const SparseMlaDecodeParams& p
 // item's phase of q_ready. The caller has set the warpgroup's registers (kDecodeWg0Regs).
 template <int kDqk>
 __device__ __forceinline__ void decode_softmax_wg(const SparseMlaDecodeParams& p, typename DecodeSm90Config<kDqk>::Smem& sm,
+                                                  const SparseMlaMaps& maps,
                                                   int n_blocks, int row, int head0, int split, int blk_base,
                                                   int q_phase) {
   using Base = SparseMlaSm90Config<kDqk>;
@@ -259,13 +276,14 @@ __device__ __forceinline__ void decode_softmax_wg(const SparseMlaDecodeParams& p
     }
   }
   bar_sync(kDecodeScalesReady, 256);  // out_scale for WG1; also: every QK is done, so Q's buffer is free
-  decode_store_half<kDqk, 0>(p, sm, acc_o, out_scale, row, head0, split);
+  decode_store_half<kDqk, 0>(p, sm, maps, acc_o, out_scale, row, head0, split);
 }
 
 // WG1: the right half of O.
 // The caller has set the warpgroup's registers (kDecodeWg1Regs).
 template <int kDqk>
 __device__ __forceinline__ void decode_right_half_wg(const SparseMlaDecodeParams& p, typename DecodeSm90Config<kDqk>::Smem& sm,
+                                                     const SparseMlaMaps& maps,
                                                      int n_blocks, int row, int head0, int split, int blk_base) {
   using Base = SparseMlaSm90Config<kDqk>;
   using MmaPVSmem = typename Base::MmaPVSmem;
@@ -294,7 +312,7 @@ __device__ __forceinline__ void decode_right_half_wg(const SparseMlaDecodeParams
     out_scale[0] = sm.out_scale[acc_row(0, t)];
     out_scale[1] = sm.out_scale[acc_row(1, t)];
   }
-  decode_store_half<kDqk, 1>(p, sm, acc_o, out_scale, row, head0, split);
+  decode_store_half<kDqk, 1>(p, sm, maps, acc_o, out_scale, row, head0, split);
 }
 
 // One item: a head block of one row's split, and its key range.
@@ -330,7 +348,8 @@ __device__ __forceinline__ DecodeItem decode_item(const SparseMlaDecodeParams& p
 // few blocks that has.
 template <KvCacheLayout L>
 __global__ void __launch_bounds__(384, 1)
-    sparse_mla_decode_sm90_kernel(const __grid_constant__ SparseMlaDecodeParams p) {
+    sparse_mla_decode_sm90_kernel(const __grid_constant__ SparseMlaDecodeParams p,
+                                  const __grid_constant__ SparseMlaMaps maps) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int kDqk = KvLayout<L>::kDqk;
   using C = DecodeSm90Config<kDqk>;
@@ -341,7 +360,7 @@ __global__ void __launch_bounds__(384, 1)
   const int64_t n_items = decode_item_count(p);
 
   if (threadIdx.x == 0) {
-    sm.q_ready.init(128);  // every producer thread's cp.async arrival
+    sm.q_ready.init(maps.q_ok ? 1 : 128);  // the TMA-issuing thread, or every producer thread's cp.async
     sm.q_empty.init(256);  // every consumer thread, after its epilogue
     for (int b = 0; b < 2; ++b) {
       sm.ready[b].init(128);  // every producer thread, once its share is converted
@@ -363,7 +382,7 @@ __global__ void __launch_bounds__(384, 1)
       // buffers), which the producer converts while that epilogue runs.
       auto load_q = [&] {
         if (k > 0) sm.q_empty.wait((k - 1) & 1);
-        producer.load_q(it.head0);
+        producer.load_q(it.head0, maps);
       };
       if (k == 0 || it.n_blocks == 0) load_q();
       producer.run_blocks(it.n_blocks, blk_base, [&](int blk) {
@@ -377,7 +396,7 @@ __global__ void __launch_bounds__(384, 1)
     int k = 0;
     for (int64_t item = blockIdx.x; item < n_items; item += gridDim.x, ++k) {
       const DecodeItem it = decode_item(p, item);
-      decode_softmax_wg<kDqk>(p, sm, it.n_blocks, it.row, it.head0, it.split, blk_base, k & 1);
+      decode_softmax_wg<kDqk>(p, sm, maps, it.n_blocks, it.row, it.head0, it.split, blk_base, k & 1);
       sm.q_empty.arrive();
       blk_base += it.n_blocks;
     }
@@ -385,7 +404,7 @@ __global__ void __launch_bounds__(384, 1)
     cutlass::arch::warpgroup_reg_dealloc<kDecodeWg1Regs>();
     for (int64_t item = blockIdx.x; item < n_items; item += gridDim.x) {
       const DecodeItem it = decode_item(p, item);
-      decode_right_half_wg<kDqk>(p, sm, it.n_blocks, it.row, it.head0, it.split, blk_base);
+      decode_right_half_wg<kDqk>(p, sm, maps, it.n_blocks, it.row, it.head0, it.split, blk_base);
       sm.q_empty.arrive();
       blk_base += it.n_blocks;
     }
@@ -400,7 +419,14 @@ void launch_decode_sm90(const SparseMlaDecodeParams& p, cudaStream_t stream) {
   constexpr auto kernel = sparse_mla_decode_sm90_kernel<L>;
   reserve_dynamic_smem<kernel>(smem, "sparse_mla_decode (sm90)");
   const int ctas = int(std::min<int64_t>(decode_item_count(p), device_info(current_device()).sm_count));
-  kernel<<<ctas, 384, smem, stream>>>(p);
+  SparseMlaMaps maps{};  // q [b, s_q, h_q, d_qk], out [b x s_q, h_q, 512]: boxes of 64 channels x 64 heads (x 1 x 1)
+  if (tma_enabled()) {  // else (SINKOPS_WA90_TMA=0, tests) cp.async loads Q and the threads store
+    const MapDim q_outer[3] = {{p.h_q, p.q_head_stride, 64}, {p.s_q, p.q_row_stride, 1}, {p.b, p.q_batch_stride, 1}};
+    maps.q_ok = encode_tile_map(maps.q, true, p.q, KvLayout<L>::kDqk, q_outer, 64);
+    maps.out_ok = p.num_splits == 1 && encode_tile_map(maps.out, true, p.out, 512, MapDim{p.h_q, 512, 64},
+                                                       MapDim{int64_t(p.b) * p.s_q, int64_t(p.h_q) * 512, 1}, 64);
+  }
+  kernel<<<ctas, 384, smem, stream>>>(p, maps);
   check_launch("sparse_mla_decode (sm90)");
 }
 extern template void launch_decode_sm90<KvCacheLayout::kV4>(const SparseMlaDecodeParams&, cudaStream_t);

@@ -14,7 +14,7 @@ void launch(const SparseMlaPrefillParams& p, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(p.s_q), static_cast<unsigned>((p.h_q + 63) / 64));
   constexpr auto kernel = sparse_mla_prefill_sm90_kernel<kDqk>;
   reserve_dynamic_smem<kernel>(smem, "sparse_mla_prefill (sm90)");
-  PrefillMaps maps{};  // q [s_q rows][h_q heads][d_qk columns], out [..][..][512], boxes of 1 x 64 x 64
+  SparseMlaMaps maps{};  // q [s_q rows][h_q heads][d_qk columns], out [..][..][512], boxes of 1 x 64 x 64
   if (tma_enabled()) {  // else (SINKOPS_WA90_TMA=0, tests) cp.async loads Q and the threads store
     maps.q_ok = encode_tile_map(maps.q, true, p.q, kDqk, MapDim{p.h_q, p.q_head_stride, 64},
                                 MapDim{p.s_q, p.q_row_stride, 1}, 64);

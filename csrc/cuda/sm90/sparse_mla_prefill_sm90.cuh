@@ -6,22 +6,10 @@
 #pragma once
 #include <cuda.h>  // CUtensorMap
 
-#include "kv_tile_maps.cuh"  // tma_load_3d, tma_store_3d, arrive_expect_tx, l2_evict_first_policy
 #include "sinkops/sparse_mla_params.h"
 #include "sparse_mla_sm90_consumer.cuh"
 
 namespace sinkops::cuda::sm90 {
-
-// q [s_q, h_q, d_qk] and out [s_q, h_q, 512] as TMA maps, boxes of 64 columns x 64 heads x 1 row in
-// the 128-byte swizzle (the q buffer's tile layout; heads past h_q read as zeros and are not
-// written). Both streams pass through L2 once, so they go with an evict_first policy and leave the
-// KV pool that every CTA gathers from in L2 (bench/NOTES.md "Prefill v1.6": DRAM reads -17 %,
-// V4-Flash -4.5 %). q_ok == 0 / out_ok == 0 (a stride or address TMA cannot take): the producer's
-// cp.async loads Q / the threads store the output.
-struct PrefillMaps {
-  CUtensorMap out, q;
-  int out_ok, q_ok;
-};
 
 // Normalizes with the null sink, writes lse / max_logits, stores the bf16 rows of query q_idx.
 template <int kDqk, int kWg>
@@ -31,7 +19,7 @@ struct PrefillEpilogue {
   typename C::Smem& sm;
   int64_t q_idx;
   int head0;
-  const PrefillMaps* maps;
+  const SparseMlaMaps* maps;
 
   template <class Acc>
   __device__ __forceinline__ void operator()(const Acc& acc_o, const float row_max[2], const float total[2],
@@ -49,35 +37,9 @@ struct PrefillEpilogue {
         p.max_logits[sh] = f[h].max_logit;
       }
     }
-    if (maps->out_ok) return store_by_tma(acc_o, out_scale);
+    if (maps->out_ok) return store_output_half_by_tma<C, kWg>(sm.q, acc_o, out_scale, *maps, head0, int(q_idx));
     bf16* out = static_cast<bf16*>(p.out) + q_idx * p.out_row_stride + int64_t(head0) * p.out_head_stride + kWg * 256;
     store_output_half<kWg>(sm.q + kWg * (64 * 256), acc_o, out_scale, out, p.out_head_stride, p.h_q - head0);
-  }
-
-  // Output channels 256 kWg + 64 j.. as tile 4 kWg + j of the q buffer (every QK is done: the row
-  // statistics' exchange came after both consumers' last one), then one thread's TMA stores; heads
-  // past h_q fall outside the map and are not written.
-  template <class Acc>
-  __device__ __forceinline__ void store_by_tma(const Acc& acc_o, const float out_scale[2]) const {
-    const int t = threadIdx.x % 128;
-    Tensor tile = make_tensor<bf16>(partition_shape_A(typename C::MmaPVReg{}, Shape<_64, _64>{}));  // 64 x 64 bf16
-    CUTLASS_PRAGMA_UNROLL
-    for (int j = 0; j < 4; ++j) {
-      CUTLASS_PRAGMA_UNROLL
-      for (int i = 0; i < size(tile); ++i) tile(i) = bf16(acc_o(j * size(tile) + i) * out_scale[(i / 2) % 2]);
-      auto sT = make_tensor(make_smem_ptr(sm.q + (4 * kWg + j) * 4096), typename C::template Tiles<1>{});
-      store_tile_stmatrix<typename C::MmaQK>(tile, sT, t);
-    }
-    cutlass::arch::fence_view_async_shared();  // generic-proxy stores -> the TMA's reads
-    bar_sync(kOut0Staged + kWg, 128);
-    if (t == 0) {
-      CUTLASS_PRAGMA_UNROLL
-      for (int j = 0; j < 4; ++j)
-        tma_store_3d(maps->out, cast_smem_ptr_to_uint(sm.q + (4 * kWg + j) * 4096), 256 * kWg + 64 * j, head0,
-                     int(q_idx), l2_evict_first_policy());
-      tma_store_arrive();
-      tma_store_wait<0>();  // the tiles are read before the CTA (and its shared memory) goes
-    }
   }
 };
 
@@ -87,7 +49,7 @@ struct PrefillEpilogue {
 template <int kDqk>
 __global__ void __launch_bounds__(384, 1)
     sparse_mla_prefill_sm90_kernel(const __grid_constant__ SparseMlaPrefillParams p,
-                                   const __grid_constant__ PrefillMaps maps) {
+                                   const __grid_constant__ SparseMlaMaps maps) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using C = SparseMlaSm90Config<kDqk>;
   constexpr int kTiles = C::kTiles, kLeft = C::kLeftTiles;

@@ -2,7 +2,7 @@
 // (sparse_mla_prefill_sm90.cuh): one query row's top-k keys, 64 heads per CTA, gathered into
 // 128-byte-swizzled shared-memory buffers. The decode over the FP8 caches
 // (sparse_mla_decode_sm90.cuh) shares the tile layouts and MMA atoms (SparseMlaSm90Config),
-// finish_rows and store_output_half, but not consume(): its producer converts, and with this
+// finish_rows, the output stores and the TMA maps, but not consume(): its producer converts, and with this
 // file's "each consumer owns one block of a step" layout both buffers stay busy for a whole step,
 // so the conversion cannot run ahead (bench/NOTES.md, decode v2.1 -> v4).
 //
@@ -30,6 +30,7 @@
 #include "../lazy_rescale.cuh"
 #include "../mma_sm80.cuh"  // ptx::exp2_approx (MUFU.EX2 alone)
 #include "../sink_policy.cuh"
+#include "kv_tile_maps.cuh"  // tma_store_3d, l2_evict_first_policy, CUtensorMap
 #include "wgmma.cuh"
 
 namespace sinkops::cuda::sm90 {
@@ -364,6 +365,45 @@ __device__ __forceinline__ void store_output_half(bf16* stage, const Acc& acc_o,
     const int row = pass * 4 + t / 32, chunk = t % 32;
     if (row < n_rows)
       *reinterpret_cast<uint4*>(out + row * row_stride + chunk * 8) = *reinterpret_cast<const uint4*>(staged(row, chunk));
+  }
+}
+
+// Q in and the output out by TMA: q [rows, h_q, d_qk] (the decode's [b, s_q, h_q, d_qk]) and out
+// [rows, h_q, 512], boxes of 64 columns x 64 heads (x 1 row) in the 128-byte swizzle, the q
+// buffer's tile layout; heads past h_q read as zeros and are not written. Both streams pass through
+// L2 once, so they go with an evict_first policy and leave the KV that every CTA gathers in L2
+// (bench/NOTES.md "Prefill v1.6": DRAM reads -17 %, V4-Flash -4.5 %). q_ok == 0 / out_ok == 0 (a
+// stride or address TMA cannot take, or SINKOPS_WA90_TMA=0): the producer's cp.async loads Q / the
+// threads store the output (store_output_half).
+struct SparseMlaMaps {
+  CUtensorMap out, q;
+  int out_ok, q_ok;
+};
+
+// store_output_half by TMA: output channels 256 kWg + 64 j.. as tile 4 kWg + j of the q buffer
+// (C::Tiles; every QK must be done), then one thread's four stores at (channel, head0, row) of
+// maps.out, which waits for their reads (the buffer is reused: the next item's Q, or the CTA ends).
+template <class C, int kWg, class Acc>
+__device__ __forceinline__ void store_output_half_by_tma(bf16* q_buf, const Acc& acc_o, const float out_scale[2],
+                                                         const SparseMlaMaps& maps, int head0, int row) {
+  const int t = threadIdx.x % 128;
+  Tensor tile = make_tensor<bf16>(partition_shape_A(typename C::MmaPVReg{}, Shape<_64, _64>{}));  // 64 x 64 bf16
+  CUTLASS_PRAGMA_UNROLL
+  for (int j = 0; j < 4; ++j) {
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < size(tile); ++i) tile(i) = bf16(acc_o(j * size(tile) + i) * out_scale[(i / 2) % 2]);
+    auto sT = make_tensor(make_smem_ptr(q_buf + (4 * kWg + j) * 4096), typename C::template Tiles<1>{});
+    store_tile_stmatrix<typename C::MmaQK>(tile, sT, t);
+  }
+  cutlass::arch::fence_view_async_shared();  // generic-proxy stores -> the TMA's reads
+  bar_sync(kOut0Staged + kWg, 128);
+  if (t == 0) {
+    CUTLASS_PRAGMA_UNROLL
+    for (int j = 0; j < 4; ++j)
+      tma_store_3d(maps.out, cast_smem_ptr_to_uint(q_buf + (4 * kWg + j) * 4096), 256 * kWg + 64 * j, head0, row,
+                   l2_evict_first_policy());
+    tma_store_arrive();
+    tma_store_wait<0>();
   }
 }
 

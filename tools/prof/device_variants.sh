@@ -1,24 +1,33 @@
 #!/usr/bin/env bash
-# One device call (issue 10): prefill _C variants tested and timed side by side, FlashMLA beside,
-# memcheck / racecheck of one variant, the multi-wave racecheck repro, bench_dispatch's host cost.
+# One device call (issue 10): sparse MLA prefill or decode _C variants (OP=prefill | decode) tested
+# and timed side by side, FlashMLA beside, memcheck / racecheck of one variant, the multi-wave
+# racecheck repro, bench_dispatch's host cost.
 # Steps past LIMIT seconds are skipped (what ran comes back in $OUT). Inputs, built on the CPU
 # machine and carried in .whl (git-ignored) with .peers:
 #   .whl/sinkops-*.whl        a cp312 wheel (SINKOPS_CUDA_ARCHS=90a; its Python is replaced by the tree's)
 #   .whl/var_NAME/_C*.so      one per variant: tools/prof/variant_so.sh NAME PATCH
-#                             "sparse_mla_prefill.cu sm90/sparse_mla_prefill_sm90.cu" [-D...] (the base:
+#                             "sparse_mla_prefill.cu sm90/sparse_mla_prefill_sm90.cu" [-D...] (decode:
+#                             "sm90/sparse_mla_decode_sm90_v4.cu sm90/sparse_mla_decode_sm90_v32.cu"; the base:
 #                             .whl/empty.patch; build the wheel from HEAD first: variant_so.sh links
 #                             the other units' objects from that build)
 #   .whl/mw                   tools/racecheck/multi_wave_repro.cu built for sm_90a (optional)
-# Env: VARIANTS (required, "base v1 v2": the first is the base), CHECK (the variant tested and
+# Env: OP (prefill), VARIANTS (required, "base v1 v2": the first is the base), CHECK (the variant tested and
 # sanitized: the last), LIMIT (s, 520), REPS (A/B passes, 2), SKIP_FM=1 (no FlashMLA), DISPATCH=0
-# (no bench_dispatch). Keep REPS x variants x ~10 s + ~200 s under the call's 600 s.
-#   run: VARIANTS="base ef" bash tools/prof/device_prefill_variants.sh   (carry .whl and .peers)
+# (no bench_dispatch), CASES (decode_variants.py's case substrings), TESTS (extra pytest files or
+# node ids run on CHECK). Keep REPS x variants x ~10 s (decode ~30 s) + ~200 s under the call's 600 s.
+#   run: OP=decode VARIANTS="base ef" bash tools/prof/device_variants.sh   (carry .whl and .peers)
 set -uo pipefail
 R=$PWD
 LIMIT=${LIMIT:-520}
 VARIANTS=$(echo ${VARIANTS:-})  # (trims spaces)
 [ -n "$VARIANTS" ] || { echo 'set VARIANTS, e.g. "base ef"' >&2; exit 2; }
 CHECK=${CHECK:-${VARIANTS##* }}
+OP=${OP:-prefill}
+case $OP in
+  prefill) export RAGGED=1 ;;  # (prefill_variants.py also times ragged topk_length rows)
+  decode) ;;
+  *) echo "OP: prefill or decode" >&2; exit 2 ;;
+esac
 t0=$(date +%s)
 el() { echo $(( $(date +%s) - t0 )); }
 left() { [ $(el) -lt $1 ]; }
@@ -32,25 +41,30 @@ for v in $VARIANTS; do rm -rf /tmp/site_$v; cp -r /tmp/site /tmp/site_$v; cp .wh
 site() { echo /tmp/site_$1; }
 cd /tmp
 nvidia-smi --query-gpu=name --format=csv,noheader | tee $OUT/gpu.txt
-PYTHONPATH=$(site $CHECK) timeout 150 python3 -m pytest -q -p no:cacheprovider -m gpu \
-  $R/tests/test_sparse_mla_prefill.py -k "cuda and not emu" > $OUT/tests_prefill_$CHECK.log 2>&1
-echo "tests prefill $CHECK: $(tail -1 $OUT/tests_prefill_$CHECK.log) ($(el) s)"
+PYTHONPATH=$(site $CHECK) timeout 200 python3 -m pytest -q -p no:cacheprovider -m gpu \
+  $R/tests/test_sparse_mla_$OP.py -k "cuda and not emu" > $OUT/tests_${OP}_$CHECK.log 2>&1
+echo "tests $OP $CHECK: $(tail -1 $OUT/tests_${OP}_$CHECK.log) ($(el) s)"
+if [ -n "${TESTS:-}" ]; then
+  PYTHONPATH=$(site $CHECK) timeout 120 python3 -m pytest -q -p no:cacheprovider -m gpu $(for t in $TESTS; do echo $R/$t; done) \
+    > $OUT/tests_extra_$CHECK.log 2>&1
+  echo "tests $TESTS $CHECK: $(tail -1 $OUT/tests_extra_$CHECK.log) ($(el) s)"
+fi
 for rep in $(seq 1 ${REPS:-2}); do
-  for v in $VARIANTS; do RAGGED=1 PYTHONPATH=$(site $v) timeout 60 python3 $R/tools/prof/prefill_variants.py $v 2>&1 | tail -1; done
-done | tee $OUT/ab_prefill.log
+  for v in $VARIANTS; do PYTHONPATH=$(site $v) timeout 90 python3 $R/tools/prof/${OP}_variants.py $v ${CASES:-} 2>&1 | tail -1; done
+done | tee $OUT/ab_$OP.log
 echo "($(el) s)"
-PYTHONPATH=$(site $CHECK) timeout 90 compute-sanitizer --tool memcheck python3 $R/tools/sanitize_cases.py cuda prefill > $OUT/memcheck_prefill_$CHECK.log 2>&1
-echo "memcheck prefill $CHECK: $(grep -E 'ERROR SUMMARY' $OUT/memcheck_prefill_$CHECK.log | tail -1) ($(el) s)"
+PYTHONPATH=$(site $CHECK) timeout 90 compute-sanitizer --tool memcheck python3 $R/tools/sanitize_cases.py cuda $OP > $OUT/memcheck_${OP}_$CHECK.log 2>&1
+echo "memcheck $OP $CHECK: $(grep -E 'ERROR SUMMARY' $OUT/memcheck_${OP}_$CHECK.log | tail -1) ($(el) s)"
 if [ -x $R/.whl/mw ]; then
   for g in 12 480; do timeout 40 compute-sanitizer --tool racecheck $R/.whl/mw $g 2>&1 | grep -E "repro|RACECHECK SUMMARY" | tr '\n' ' '; echo; done | tee $OUT/racecheck_multi_wave_repro.log
 fi
 if left $((LIMIT - 190)); then
-  PYTHONPATH=$(site $CHECK) timeout 100 compute-sanitizer --tool racecheck python3 $R/tools/sanitize_cases.py cuda prefill > $OUT/racecheck_prefill_$CHECK.log 2>&1
-  echo "racecheck prefill $CHECK: $(grep -E 'RACECHECK SUMMARY' $OUT/racecheck_prefill_$CHECK.log | tail -1) ($(el) s)"
+  PYTHONPATH=$(site $CHECK) timeout 100 compute-sanitizer --tool racecheck python3 $R/tools/sanitize_cases.py cuda $OP > $OUT/racecheck_${OP}_$CHECK.log 2>&1
+  echo "racecheck $OP $CHECK: $(grep -E 'RACECHECK SUMMARY' $OUT/racecheck_${OP}_$CHECK.log | tail -1) ($(el) s)"
 fi
 [ "${SKIP_FM:-0}" = 1 ] || for i in $(seq 1 60); do python3 -c "import flash_mla" 2>/dev/null && break; grep -q "flashmla rc" $OUT/flashmla_build.log 2>/dev/null && break; left $((LIMIT - 90)) || break; sleep 3; done
 if left $((LIMIT - 75)) && python3 -c "import flash_mla" 2>/dev/null; then
-  for v in $VARIANTS; do FLASHMLA=1 PYTHONPATH=$(site $v) timeout 60 python3 $R/tools/prof/prefill_variants.py $v 2>&1 | tail -2; done | tee $OUT/ab_prefill_flashmla.log
+  for v in $VARIANTS; do FLASHMLA=1 PYTHONPATH=$(site $v) timeout 90 python3 $R/tools/prof/${OP}_variants.py $v ${CASES:-} 2>&1 | tail -2; done | tee $OUT/ab_${OP}_flashmla.log
 fi
 echo "($(el) s)"
 if [ "${DISPATCH:-1}" = 1 ] && left $((LIMIT - 50)); then
