@@ -57,10 +57,10 @@ struct DecodeSm90Config {
     alignas(1024) bf16 kv[2][64 * kDqk];  // [2][64 keys, d_qk] Base::Tiles<kTiles>
     alignas(1024) bf16 p[64 * 64];        // [64 heads, 64 keys] Base::Tiles<1>: P of the block
     float row_scale[64];                  // per head row: WG0's rescale of O for this block
-    float out_scale[64];                  // per head row: the epilogue's 1 / (sum + sink)
+    float out_scale[2][64];               // per item parity, head row: the epilogue's 1 / (sum + sink)
     int32_t valid[2][64];                 // per buffer: key gathered (1) or masked (0)
     Barrier q_ready, ready[2], empty[2];
-    Barrier q_empty;  // both consumers' epilogues are done with q (the next item may load its Q)
+    Barrier q_empty;  // WG0's QKs and WG1's PVs of the item are done (the next item may load its Q)
   };
   static constexpr int kSmemBytes = sizeof(Smem);
 };
@@ -145,19 +145,31 @@ struct DecodeProducer {
 };
 
 // The output of one consumer's half: normalized bf16 rows (one split) or the unnormalized fp32
-// partial rows in the workspace (several; WG0 writes the rows' (max, sum)).
+// partial rows in the workspace (several; WG0 writes the rows' (max, sum)). One split: the rows
+// are staged in `stage`, the KV buffer of the item's last block (the q buffer may already be
+// taking the next item's Q), and stored by TMA or the threads; with no block (stage == nullptr:
+// every key is in other splits, which one split never has) each thread stores its own pairs.
 template <int kDqk, int kWg, class Acc>
-__device__ __forceinline__ void decode_store_half(const SparseMlaDecodeParams& p, typename DecodeSm90Config<kDqk>::Smem& sm,
-                                                  const SparseMlaMaps& maps, const Acc& acc_o, const float out_scale[2],
-                                                  int row, int head0, int split) {
+__device__ __forceinline__ void decode_store_half(const SparseMlaDecodeParams& p, const SparseMlaMaps& maps,
+                                                  const Acc& acc_o, const float out_scale[2], int row, int head0,
+                                                  int split, bf16* stage) {
   using sparse_mla_decode::kPartialDv;
   const int t = threadIdx.x % 128;
   if (p.num_splits == 1) {
-    if (maps.out_ok)
-      return store_output_half_by_tma<typename DecodeSm90Config<kDqk>::Base, kWg>(sm.q, acc_o, out_scale, maps, head0,
-                                                                                  row);
     bf16* out = static_cast<bf16*>(p.out) + (int64_t(row) * p.h_q + head0) * kPartialDv + kWg * 256;
-    store_output_half<kWg>(sm.q + kWg * (64 * 256), acc_o, out_scale, out, kPartialDv, p.h_q - head0);
+    if (stage == nullptr) {
+      CUTLASS_PRAGMA_UNROLL
+      for (int i = 0; i < size(acc_o); i += 2) {
+        const int h = (i / 2) % 2, r = acc_row(h, t), col = acc_col(i, t);
+        if (head0 + r < p.h_q)
+          *reinterpret_cast<__nv_bfloat162*>(out + r * kPartialDv + col) =
+              __floats2bfloat162_rn(acc_o(i) * out_scale[h], acc_o(i + 1) * out_scale[h]);
+      }
+    } else if (maps.out_ok) {
+      store_output_half_by_tma<typename DecodeSm90Config<kDqk>::Base, kWg>(stage, acc_o, out_scale, maps, head0, row);
+    } else {
+      store_output_half<kWg>(stage + kWg * (64 * 256), acc_o, out_scale, out, kPartialDv, p.h_q - head0);
+    }
     return;
   }
   const int64_t part0 = (int64_t(row) * p.num_splits + split) * p.h_q + head0;  // partial row of head0
@@ -240,9 +252,10 @@ __device__ __forceinline__ void decode_softmax_wg(const SparseMlaDecodeParams& p
       warpgroup_wait<0>();
     } else {
       warpgroup_wait<0>();
-      sm.empty[buf].arrive();
+      if (p.num_splits > 1) sm.empty[buf].arrive();  // (one split: after the epilogue, staged in it)
     }
   }
+  sm.q_empty.arrive();  // every QK is done: the next item's Q may land during this epilogue
 
   // ---- row statistics, the sink, lse (or the partials' (max, sum)) ----
   float total[2];
@@ -261,7 +274,7 @@ __device__ __forceinline__ void decode_softmax_wg(const SparseMlaDecodeParams& p
       out_scale[h] = f[h].out_scale;
       const int r = acc_row(h, t), head = head0 + r;
       if (t % 4 == 0) {
-        sm.out_scale[r] = f[h].out_scale;
+        sm.out_scale[q_phase][r] = f[h].out_scale;
         if (head < p.h_q) p.lse[(int64_t(bi) * p.h_q + head) * p.s_q + si] = f[h].lse;
       }
     }
@@ -275,16 +288,19 @@ __device__ __forceinline__ void decode_softmax_wg(const SparseMlaDecodeParams& p
       if (head0 + r < p.h_q) ws_ml[part0 + r] = make_float2(total[h] == 0.f ? -INFINITY : row_max[h], total[h]);
     }
   }
-  bar_sync(kDecodeScalesReady, 256);  // out_scale for WG1; also: every QK is done, so Q's buffer is free
-  decode_store_half<kDqk, 0>(p, sm, maps, acc_o, out_scale, row, head0, split);
+  bar_sync(kDecodeScalesReady, 256);  // out_scale for WG1; WG1's PVs of the last block are done
+  const int last = (blk_base + n_blocks - 1) & 1;
+  decode_store_half<kDqk, 0>(p, maps, acc_o, out_scale, row, head0, split, n_blocks > 0 ? sm.kv[last] : nullptr);
+  if (p.num_splits == 1 && n_blocks > 0) sm.empty[last].arrive();  // (thread 0: after its TMA store read the stage)
 }
 
-// WG1: the right half of O.
+// WG1: the right half of O. q_phase: this item's parity (its out_scale slot).
 // The caller has set the warpgroup's registers (kDecodeWg1Regs).
 template <int kDqk>
 __device__ __forceinline__ void decode_right_half_wg(const SparseMlaDecodeParams& p, typename DecodeSm90Config<kDqk>::Smem& sm,
                                                      const SparseMlaMaps& maps,
-                                                     int n_blocks, int row, int head0, int split, int blk_base) {
+                                                     int n_blocks, int row, int head0, int split, int blk_base,
+                                                     int q_phase) {
   using Base = SparseMlaSm90Config<kDqk>;
   using MmaPVSmem = typename Base::MmaPVSmem;
   const int t = threadIdx.x % 128;
@@ -304,15 +320,17 @@ __device__ __forceinline__ void decode_right_half_wg(const SparseMlaDecodeParams
     warpgroup_commit_batch();
     warpgroup_wait<0>();
     if (blk + 1 < n_blocks) bar_arrive(kDecodePFree, 256);
-    sm.empty[buf].arrive();
+    if (blk + 1 < n_blocks || p.num_splits > 1) sm.empty[buf].arrive();  // (one split: the last after the epilogue)
   }
   bar_sync(kDecodeScalesReady, 256);
   float out_scale[2] = {1.f, 1.f};
   if (p.num_splits == 1) {
-    out_scale[0] = sm.out_scale[acc_row(0, t)];
-    out_scale[1] = sm.out_scale[acc_row(1, t)];
+    out_scale[0] = sm.out_scale[q_phase][acc_row(0, t)];
+    out_scale[1] = sm.out_scale[q_phase][acc_row(1, t)];
   }
-  decode_store_half<kDqk, 1>(p, sm, maps, acc_o, out_scale, row, head0, split);
+  const int last = (blk_base + n_blocks - 1) & 1;
+  decode_store_half<kDqk, 1>(p, maps, acc_o, out_scale, row, head0, split, n_blocks > 0 ? sm.kv[last] : nullptr);
+  if (p.num_splits == 1 && n_blocks > 0) sm.empty[last].arrive();
 }
 
 // One item: a head block of one row's split, and its key range.
@@ -342,10 +360,13 @@ __device__ __forceinline__ DecodeItem decode_item(const SparseMlaDecodeParams& p
 
 // grid: min(items, SMs); block: 384 threads; dynamic smem: Smem of d_qk. The barriers' phases run
 // on across items: a buffer's k-th fill is the CTA's k-th block overall (blk_base counts the
-// blocks of earlier items), Q's k-th load is item k's. Item k's q_ready follows item k - 1's
-// q_empty, which every consumer thread arrives on after its epilogue: so whatever a consumer reads
-// in one item (P, row_scale, out_scale) is read before the other writes it in the next, however
-// few blocks that has.
+// blocks of earlier items), Q's k-th load is item k's. Item k's Q load follows item k - 1's
+// q_empty, which WG0 arrives on once its last QK is done, so it lands while item k - 1's epilogue
+// runs; the epilogue stages the output in the KV buffer of the item's last block, whose `empty`
+// arrivals wait until the stage is stored (v8: bench/NOTES.md "Decode v8"). Across items, WG0
+// writes P and row_scale only after the ScalesReady barrier of the item before (so after WG1's
+// last reads of them there), and out_scale alternates by item parity (WG1 reads item k's after
+// ScalesReady k; WG0 writes item k + 2's after ScalesReady k + 1).
 template <KvCacheLayout L>
 __global__ void __launch_bounds__(384, 1)
     sparse_mla_decode_sm90_kernel(const __grid_constant__ SparseMlaDecodeParams p,
@@ -361,10 +382,10 @@ __global__ void __launch_bounds__(384, 1)
 
   if (threadIdx.x == 0) {
     sm.q_ready.init(maps.q_ok ? 1 : 128);  // the TMA-issuing thread, or every producer thread's cp.async
-    sm.q_empty.init(256);  // every consumer thread, after its epilogue
+    sm.q_empty.init(128);  // every WG0 thread, after its last QK of the item
     for (int b = 0; b < 2; ++b) {
       sm.ready[b].init(128);  // every producer thread, once its share is converted
-      sm.empty[b].init(256);  // every consumer thread, once its PV of the buffer is done
+      sm.empty[b].init(256);  // every consumer thread, once its PV of the buffer (or its stage) is done
     }
     cutlass::arch::fence_barrier_init();
   }
@@ -377,16 +398,16 @@ __global__ void __launch_bounds__(384, 1)
     for (int64_t item = blockIdx.x; item < n_items; item += gridDim.x, ++k) {
       const DecodeItem it = decode_item(p, item);
       DecodeProducer<L> producer{Fp8BlockGather<L>(p, it.row, it.key_begin, it.key_end, sm.kv[0], t), sm};
-      // The first item's Q goes first, as in the one-item kernel; a later item's once the item
-      // before's epilogues are done with the q buffer, after this item's first two blocks (both
-      // buffers), which the producer converts while that epilogue runs.
+      // The first item's Q goes first, as in the one-item kernel; a later item's after this item's
+      // first block (converted while the item before runs its last block), once the item
+      // before's QKs are done: the Q lands during that item's epilogue.
       auto load_q = [&] {
         if (k > 0) sm.q_empty.wait((k - 1) & 1);
         producer.load_q(it.head0, maps);
       };
       if (k == 0 || it.n_blocks == 0) load_q();
       producer.run_blocks(it.n_blocks, blk_base, [&](int blk) {
-        if (k > 0 && blk == min(1, it.n_blocks - 1)) load_q();
+        if (k > 0 && blk == 0) load_q();
       });
       blk_base += it.n_blocks;
     }
@@ -397,15 +418,14 @@ __global__ void __launch_bounds__(384, 1)
     for (int64_t item = blockIdx.x; item < n_items; item += gridDim.x, ++k) {
       const DecodeItem it = decode_item(p, item);
       decode_softmax_wg<kDqk>(p, sm, maps, it.n_blocks, it.row, it.head0, it.split, blk_base, k & 1);
-      sm.q_empty.arrive();
       blk_base += it.n_blocks;
     }
   } else {
     cutlass::arch::warpgroup_reg_dealloc<kDecodeWg1Regs>();
-    for (int64_t item = blockIdx.x; item < n_items; item += gridDim.x) {
+    int k = 0;
+    for (int64_t item = blockIdx.x; item < n_items; item += gridDim.x, ++k) {
       const DecodeItem it = decode_item(p, item);
-      decode_right_half_wg<kDqk>(p, sm, maps, it.n_blocks, it.row, it.head0, it.split, blk_base);
-      sm.q_empty.arrive();
+      decode_right_half_wg<kDqk>(p, sm, maps, it.n_blocks, it.row, it.head0, it.split, blk_base, k & 1);
       blk_base += it.n_blocks;
     }
   }

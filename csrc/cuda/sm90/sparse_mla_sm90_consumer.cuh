@@ -344,8 +344,8 @@ __device__ __forceinline__ void finish_rows(const float row_max[2], const float 
 }
 
 // The epilogue's store of one consumer's bf16 output half: rows scaled by out_scale[acc row half],
-// staged in `stage` (64 x 256 bf16 of shared memory: this consumer's half of the Q buffer, free
-// once every QK is done), then stored as whole 512-byte rows. `out` points at row 0's first channel of this
+// staged in `stage` (64 x 256 bf16 of shared memory: this consumer's half of the prefill's Q
+// buffer once every QK is done, or of the decode's last KV buffer), then stored as whole 512-byte rows. `out` points at row 0's first channel of this
 // half; rows >= n_rows are not stored. Stage: [64 rows][256 channels], the 16-byte chunks of a row
 // XOR-swizzled by row % 8 so that neither side has bank conflicts.
 template <int kWg, class Acc>
@@ -380,11 +380,12 @@ struct SparseMlaMaps {
   int out_ok, q_ok;
 };
 
-// store_output_half by TMA: output channels 256 kWg + 64 j.. as tile 4 kWg + j of the q buffer
-// (C::Tiles; every QK must be done), then one thread's four stores at (channel, head0, row) of
-// maps.out, which waits for their reads (the buffer is reused: the next item's Q, or the CTA ends).
+// store_output_half by TMA: output channels 256 kWg + 64 j.. as tile 4 kWg + j of `stage` (a
+// [64, >= 512] buffer in the C::Tiles layout that nothing reads any more: the prefill's q buffer
+// once every QK is done, the decode's last KV buffer), then one thread's four stores at (channel,
+// head0, row) of maps.out, which waits for their reads (the buffer is reused, or the CTA ends).
 template <class C, int kWg, class Acc>
-__device__ __forceinline__ void store_output_half_by_tma(bf16* q_buf, const Acc& acc_o, const float out_scale[2],
+__device__ __forceinline__ void store_output_half_by_tma(bf16* stage, const Acc& acc_o, const float out_scale[2],
                                                          const SparseMlaMaps& maps, int head0, int row) {
   const int t = threadIdx.x % 128;
   Tensor tile = make_tensor<bf16>(partition_shape_A(typename C::MmaPVReg{}, Shape<_64, _64>{}));  // 64 x 64 bf16
@@ -392,7 +393,7 @@ __device__ __forceinline__ void store_output_half_by_tma(bf16* q_buf, const Acc&
   for (int j = 0; j < 4; ++j) {
     CUTLASS_PRAGMA_UNROLL
     for (int i = 0; i < size(tile); ++i) tile(i) = bf16(acc_o(j * size(tile) + i) * out_scale[(i / 2) % 2]);
-    auto sT = make_tensor(make_smem_ptr(q_buf + (4 * kWg + j) * 4096), typename C::template Tiles<1>{});
+    auto sT = make_tensor(make_smem_ptr(stage + (4 * kWg + j) * 4096), typename C::template Tiles<1>{});
     store_tile_stmatrix<typename C::MmaQK>(tile, sT, t);
   }
   cutlass::arch::fence_view_async_shared();  // generic-proxy stores -> the TMA's reads
@@ -400,7 +401,7 @@ __device__ __forceinline__ void store_output_half_by_tma(bf16* q_buf, const Acc&
   if (t == 0) {
     CUTLASS_PRAGMA_UNROLL
     for (int j = 0; j < 4; ++j)
-      tma_store_3d(maps.out, cast_smem_ptr_to_uint(q_buf + (4 * kWg + j) * 4096), 256 * kWg + 64 * j, head0, row,
+      tma_store_3d(maps.out, cast_smem_ptr_to_uint(stage + (4 * kWg + j) * 4096), 256 * kWg + 64 * j, head0, row,
                    l2_evict_first_policy());
     tma_store_arrive();
     tma_store_wait<0>();
