@@ -66,9 +66,11 @@ def make_case(layout, b, sq, hq, topk, dev):
 
 def flashmla_call(flash_mla, q, cache, idx, sink, scale):
     """FlashMLA's sparse FP8 decode on one case as a callable (out is [..., :h_q] of its first
-    result): it takes 64 or 128 heads, so smaller counts run padded with -inf sinks."""
+    result): it takes 64 or 128 heads, so other counts run padded with -inf sinks."""
     b, sq, hq, dqk = q.shape
-    pad = max(64, hq)
+    if hq > 128:
+        raise ValueError(f"FlashMLA takes at most 128 heads, got {hq}")
+    pad = 64 if hq <= 64 else 128
     qf = torch.zeros(b, sq, pad, dqk, device=q.device, dtype=torch.bfloat16)
     qf[:, :, :hq] = q
     sf = torch.full((pad,), -float("inf"), device=q.device)

@@ -363,8 +363,9 @@ def test_cuda_few_heads_kernel_on_hopper(monkeypatch, layout, shape):
                                              ((1, 1, 64, 640, True), True)],
                          ids=["single_pass_h128", "single_pass_h48_strided_q", "split_b1_strided_q"])
 def test_cuda_sm90_without_tma(monkeypatch, layout, shape, strided_q):
-    """The 64-head sm_90a decode loads Q by TMA (a 4-D map over q's strides, evict_first in L2) and,
-    on single-pass plans, stores the output by TMA (48 heads: 64-head boxes over a 48-head map);
+    """The 64-head sm_90a decode (forced for batch 1, which would take the few-heads kernel) loads Q
+    by TMA (a 4-D map over q's strides, evict_first in L2) and, on single-pass plans, stores the
+    output by TMA (48 heads: 64-head boxes over a 48-head map);
     SINKOPS_WA90_TMA=0 turns the maps off: the producer's cp.async loads Q, the threads store. Both
     forms match the oracle and agree to the bit (the same MMAs, only the copies differ)."""
     if not torch.cuda.is_available():
@@ -372,8 +373,12 @@ def test_cuda_sm90_without_tma(monkeypatch, layout, shape, strided_q):
     from sinkops import _build_info
     if torch.cuda.get_device_capability() != (9, 0) or "with the sm_90a" not in _build_info.CORES["cuda"]:
         pytest.skip("needs Hopper and a build with the sm_90a kernels (else both runs take the sm80 kernel)")
+    from sinkops.ops import decode as decode_op
+
     target = BY_NAME["cuda"]
     b, s_q, hq, topk, extra = shape
+    monkeypatch.setenv("SINKOPS_DECODE_FEW_HEADS", "0")  # (batch 1 would take the few-heads kernel, which has no maps)
+    decode_op._PLANS.clear()
     case = helpers.make_sparse_decode_case(b, s_q, hq, layout, topk, 4096, device="cuda", extra=extra)
     if strided_q:  # q as [b, hq, s_q, d + 64] storage, transposed and narrowed
         d = case["q"].shape[-1]
@@ -384,5 +389,6 @@ def test_cuda_sm90_without_tma(monkeypatch, layout, shape, strided_q):
     by_tma = check_against_oracle(target, case, sink, f"{layout} {shape} by TMA")
     monkeypatch.setenv("SINKOPS_WA90_TMA", "0")
     by_threads = check_against_oracle(target, case, sink, f"{layout} {shape} without TMA")
+    decode_op._PLANS.clear()
     for a, b_ in zip(by_tma, by_threads):
         assert torch.equal(a, b_)

@@ -14,6 +14,8 @@ import sinkops  # noqa: E402
 
 label, wanted = sys.argv[1], sys.argv[2:]
 peer = os.environ.get("FLASHMLA") == "1"
+if peer:
+    import flash_mla  # noqa: E402 (fails here, before any timing, when FlashMLA is not built)
 row, theirs = [], []
 for name, layout, b, sq, hq, topk in CASES:
     if wanted and not any(w in name for w in wanted):
@@ -24,7 +26,6 @@ for name, layout, b, sq, hq, topk in CASES:
     err = (f()[0].float() - f("triton")[0].float()).abs().max().item()
     row.append(f"{name}: {graph_us(f):.1f}" + ("" if err < 2e-2 else f" (ERR {err:.1e})"))
     if peer:
-        import flash_mla
         fm = flashmla_call(flash_mla, q, cache, idx, sink, scale)
         d = (f()[0].float() - fm()[0][:, :, :hq].float()).abs().max().item()
         theirs.append(f"{name}: {graph_us(fm):.1f} |d| {d:.1e}")

@@ -63,7 +63,7 @@ if left $((LIMIT - 190)); then
   echo "racecheck $OP $CHECK: $(grep -E 'RACECHECK SUMMARY' $OUT/racecheck_${OP}_$CHECK.log | tail -1) ($(el) s)"
 fi
 [ "${SKIP_FM:-0}" = 1 ] || for i in $(seq 1 60); do python3 -c "import flash_mla" 2>/dev/null && break; grep -q "flashmla rc" $OUT/flashmla_build.log 2>/dev/null && break; left $((LIMIT - 90)) || break; sleep 3; done
-if left $((LIMIT - 75)) && python3 -c "import flash_mla" 2>/dev/null; then
+if [ "${SKIP_FM:-0}" != 1 ] && left $((LIMIT - 75)) && python3 -c "import flash_mla" 2>/dev/null; then
   for v in $VARIANTS; do FLASHMLA=1 PYTHONPATH=$(site $v) timeout 90 python3 $R/tools/prof/${OP}_variants.py $v ${CASES:-} 2>&1 | tail -2; done | tee $OUT/ab_${OP}_flashmla.log
 fi
 echo "($(el) s)"

@@ -4,9 +4,10 @@
 // never stored) x a split: a contiguous range of 64-key blocks of the row's key list (the main
 // pool's top-k, then the extra pool's, one softmax). Persistent CTAs, one per SM (the shared
 // memory allows no second): CTA c runs items c, c + grid, ... in (head block, split, row) order,
-// and its producer converts the next item's first two blocks while the consumers finish the item
-// before and its epilogue (3 % faster than one CTA per item at 128 heads x batch 128, where items
-// outnumber SMs 3.9x; equal elsewhere: bench/NOTES.md "Decode v7"). 3 warpgroups, two 64-key buffers:
+// and its producer converts the next item's first block and loads its Q while the consumers finish
+// the item before and its epilogue (3 % faster than one CTA per item at 128 heads x batch 128, where
+// items outnumber SMs 3.9x; equal elsewhere: bench/NOTES.md "Decode v7", "Decode v9"). 3 warpgroups,
+// two 64-key buffers:
 //   WG2, producer: per block, gathers the raw e4m3 bytes, scales and bf16 RoPE of 64 keys into
 //        registers *before* the block's buffer is free, then (once it is) converts them into the
 //        buffer, fences and arrives on ready[buf] (the gather: sparse_mla_decode_gather_sm90.cuh,
@@ -60,12 +61,13 @@ struct DecodeSm90Config {
     float out_scale[2][64];               // per item parity, head row: the epilogue's 1 / (sum + sink)
     int32_t valid[2][64];                 // per buffer: key gathered (1) or masked (0)
     Barrier q_ready, ready[2], empty[2];
-    Barrier q_empty;  // WG0's QKs and WG1's PVs of the item are done (the next item may load its Q)
+    Barrier q_empty;  // WG0's QKs of the item are done (the next item may load its Q)
   };
   static constexpr int kSmemBytes = sizeof(Smem);
 };
 
-// Named barriers (0 is __syncthreads; 5 and 6 are store_output_half's); each joins WG0 and WG1.
+// Named barriers (0 is __syncthreads; 5 and 6 are the output stores' kOut0Staged + wg, one
+// warpgroup each); each of these joins WG0 and WG1.
 enum DecodeBarrier : int { kDecodePReady = 1, kDecodePFree = 2, kDecodeScalesReady = 3 };
 static_assert(int(kDecodeScalesReady) < int(kOut0Staged), "barrier ids");
 
