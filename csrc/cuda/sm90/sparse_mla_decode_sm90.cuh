@@ -150,7 +150,8 @@ struct DecodeProducer {
 // partial rows in the workspace (several; WG0 writes the rows' (max, sum)). One split: the rows
 // are staged in `stage`, the KV buffer of the item's last block (the q buffer may already be
 // taking the next item's Q), and stored by TMA or the threads; with no block (stage == nullptr:
-// every key is in other splits, which one split never has) each thread stores its own pairs.
+// an empty key list, topk 0 in both pools, which the C++ API allows and the Python op refuses)
+// each thread stores its own pairs.
 template <int kDqk, int kWg, class Acc>
 __device__ __forceinline__ void decode_store_half(const SparseMlaDecodeParams& p, const SparseMlaMaps& maps,
                                                   const Acc& acc_o, const float out_scale[2], int row, int head0,
