@@ -378,6 +378,30 @@ def test_cuda_sm90_wide_and_narrow_kernels(monkeypatch, c, kernel, loads):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("loads", ["tma", "cp.async"])
+@pytest.mark.parametrize("kernel", ["wide", "narrow"])
+@pytest.mark.parametrize("mode", ["key0", "null"])
+def test_cuda_sm90_without_lse(monkeypatch, mode, kernel, loads):
+    """Inference asks for no lse (built with SINKOPS_WA90_LSE_IF_ASKED the kernels then skip its
+    log): the output is bit for bit the one of the same call with lse, in both sm_90a kernels, with
+    the maps (K/V tiles, and Q and the output where built with SINKOPS_WA90_QO_TMA: rows that fill a
+    warpgroup) and without (SINKOPS_WA90_TMA=0; every segment's last partial block). The
+    NaN-poisoned output shows every row was stored."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    import sinkops
+    monkeypatch.setenv("SINKOPS_WA90_WIDE", "1" if kernel == "wide" else "0")
+    monkeypatch.setenv("SINKOPS_WA90_TMA", "1" if loads == "tma" else "0")
+    case = make_window_case([1024, 1, 0, 300, 63, 777], hq=32, hk=8, d=64, device="cuda")
+    sinks = sinks_like(32, "mimo")
+    with_lse, _ = run_window(BY_NAME["cuda"], case, (64, 64), sinks, mode)
+    out = nan_like(with_lse.shape, with_lse.dtype, "cuda")
+    sinkops.window_attention(case["q"], case["k"], case["v"], case["cu_seqlens_q"], None, case["max_seqlen_q"],
+                             window_size=(64, 64), sinks=sinks.cuda(), sink_mode=mode, out=out, backend="cuda")
+    assert torch.equal(out, with_lse)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("steps", [2, 3, 1 << 20])
 @pytest.mark.parametrize("c", SM90_CASES, ids=_cid)
 def test_cuda_sm90_steps_per_cta(monkeypatch, c, steps):

@@ -42,6 +42,16 @@ struct Policy {
   static_assert(kMode != SinkMode::kNone, "no sink = NullSink with s = -inf");
   static constexpr bool kKey0Bias = kMode == SinkMode::kKey0;
 
+  // finish's out_scale alone, bit for bit (kernels asked for no lse skip its log2f: ptxas keeps a
+  // log computed in both arms of a branch on whether lse is wanted).
+  static __device__ __forceinline__ float out_scale(float m, float l, float sink_log2) {
+    if (m == -INFINITY) return 0.f;  // saw no key: out 0, whatever the sink
+    float den = l;
+    // s = +inf: den = +inf and out_scale = 0, a zero row with a finite lse.
+    if constexpr (kMode == SinkMode::kNull) den += exp2f(sink_log2 - m);
+    return 1.f / den;
+  }
+
   static __device__ __forceinline__ RowFinish finish(float m, float l, float sink_log2) {
     RowFinish f;
     if (m == -INFINITY) {  // saw no key: out 0, lse +inf, whatever the sink
@@ -50,10 +60,7 @@ struct Policy {
       f.max_logit = -INFINITY;
       return f;
     }
-    float den = l;
-    // s = +inf: den = +inf and out_scale = 0, a zero row with a finite lse.
-    if constexpr (kMode == SinkMode::kNull) den += exp2f(sink_log2 - m);
-    f.out_scale = 1.f / den;
+    f.out_scale = out_scale(m, l, sink_log2);
     f.lse = (m + log2f(l)) * kLn2;  // m = +inf (a +inf key0 sink) gives lse = +inf
     f.max_logit = m * kLn2;
     return f;

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# One device call (issue 10): sparse MLA prefill or decode _C variants (OP=prefill | decode) tested
-# and timed side by side, FlashMLA beside, memcheck / racecheck of one variant, the multi-wave
-# racecheck repro, bench_dispatch's host cost.
+# One device call: sparse MLA prefill or decode _C variants (OP=prefill | decode, issue 10; FlashMLA
+# beside) or window attention ones (OP=window, issue 11: window_variants.py's cases) tested and
+# timed side by side, memcheck / racecheck of one variant, the multi-wave racecheck repro,
+# bench_dispatch's host cost.
 # Steps past LIMIT seconds are skipped (what ran comes back in $OUT). Inputs, built on the CPU
 # machine and carried in .whl (git-ignored) with .peers:
 #   .whl/sinkops-*.whl        a cp312 wheel (SINKOPS_CUDA_ARCHS=90a; its Python is replaced by the tree's)
-#   .whl/var_NAME/_C*.so      one per variant: tools/prof/variant_so.sh NAME PATCH
+#   .whl/var_NAME/_C*.so      one per variant (the name `wheel`: the wheel's own): tools/prof/variant_so.sh NAME PATCH
 #                             "sparse_mla_prefill.cu sm90/sparse_mla_prefill_sm90.cu" [-D...] (decode:
 #                             "sm90/sparse_mla_decode_sm90_v4.cu sm90/sparse_mla_decode_sm90_v32.cu"; the base:
 #                             .whl/empty.patch; build the wheel from HEAD first: variant_so.sh links
@@ -23,10 +24,12 @@ VARIANTS=$(echo ${VARIANTS:-})  # (trims spaces)
 [ -n "$VARIANTS" ] || { echo 'set VARIANTS, e.g. "base ef"' >&2; exit 2; }
 CHECK=${CHECK:-${VARIANTS##* }}
 OP=${OP:-prefill}
+TEST_FILE=tests/test_sparse_mla_$OP.py TEST_K="cuda and not emu"
 case $OP in
   prefill) export RAGGED=1 ;;  # (prefill_variants.py also times ragged topk_length rows)
   decode) ;;
-  *) echo "OP: prefill or decode" >&2; exit 2 ;;
+  window) TEST_FILE=tests/test_window_attention.py TEST_K="cuda or sm90" SKIP_FM=1 ;;
+  *) echo "OP: prefill, decode or window" >&2; exit 2 ;;
 esac
 t0=$(date +%s)
 el() { echo $(( $(date +%s) - t0 )); }
@@ -37,12 +40,15 @@ left() { [ $(el) -lt $1 ]; }
 rm -rf /tmp/site
 python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/sinkops-*.whl || exit 1
 (cd sinkops && find . -name '*.py' -exec cp --parents {} /tmp/site/sinkops/ \;)
-for v in $VARIANTS; do rm -rf /tmp/site_$v; cp -r /tmp/site /tmp/site_$v; cp .whl/var_$v/_C*.so /tmp/site_$v/sinkops/ || exit 1; done
+for v in $VARIANTS; do
+  rm -rf /tmp/site_$v; cp -r /tmp/site /tmp/site_$v
+  [ "$v" = wheel ] || cp .whl/var_$v/_C*.so /tmp/site_$v/sinkops/ || exit 1
+done
 site() { echo /tmp/site_$1; }
 cd /tmp
 nvidia-smi --query-gpu=name --format=csv,noheader | tee $OUT/gpu.txt
 PYTHONPATH=$(site $CHECK) timeout 200 python3 -m pytest -q -p no:cacheprovider -m gpu \
-  $R/tests/test_sparse_mla_$OP.py -k "cuda and not emu" > $OUT/tests_${OP}_$CHECK.log 2>&1
+  $R/$TEST_FILE -k "$TEST_K" > $OUT/tests_${OP}_$CHECK.log 2>&1
 echo "tests $OP $CHECK: $(tail -1 $OUT/tests_${OP}_$CHECK.log) ($(el) s)"
 if [ -n "${TESTS:-}" ]; then
   PYTHONPATH=$(site $CHECK) timeout 120 python3 -m pytest -q -p no:cacheprovider -m gpu $(for t in $TESTS; do echo $R/$t; done) \

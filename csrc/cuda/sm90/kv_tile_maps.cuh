@@ -119,8 +119,21 @@ KvTileMaps make_kv_tile_maps(const Params& p) {
   return maps;
 }
 
-// Q and dO maps of the backward's dk/dv kernel, whose blocks are 64 rows = hc heads x pw positions,
-// head-major (row r: head r / pw, position r % pw): boxes of (atom, pw positions, hc heads).
+// Maps over [total_q, h_q, cols] tensors for blocks of 64 rows = hc heads x pw positions,
+// head-major (row r: head r / pw, position r % pw): boxes of (atom, pw positions, hc heads). Q's
+// and one more such tensor's (`second`, `cols` columns, the given strides); false where TMA cannot
+// take them (rows past 2^31: its coordinates are 32-bit).
+template <int kHeadDim, class Params>
+bool encode_row_block_maps(CUtensorMap& q, CUtensorMap& second, const Params& p, const void* second_base, int cols,
+                           int64_t row_stride, int64_t head_stride, int pw, int hc) {
+  constexpr int atom = k_major_atom_width(kHeadDim);
+  const bool bf16 = p.dtype == DType::kBFloat16;
+  return tma_enabled() && p.total_q < (int64_t(1) << 31) &&
+         encode_tile_map(q, bf16, p.q, p.d, {p.total_q, p.q_row_stride, pw}, {p.h_q, p.q_head_stride, hc}, atom) &&
+         encode_tile_map(second, bf16, second_base, cols, {p.total_q, row_stride, pw}, {p.h_q, head_stride, hc}, atom);
+}
+
+// Q and dO maps of the backward's dk/dv kernel.
 struct RowBlockMaps {
   CUtensorMap q, dout;
   int ok;
@@ -129,13 +142,30 @@ struct RowBlockMaps {
 template <int kHeadDim, class Params>
 RowBlockMaps make_row_block_maps(const Params& p, int pw, int hc) {
   RowBlockMaps maps{};
-  constexpr int atom = k_major_atom_width(kHeadDim);
-  const bool bf16 = p.dtype == DType::kBFloat16;
-  maps.ok = tma_enabled() &&
-            encode_tile_map(maps.q, bf16, p.q, p.d, {p.total_q, p.q_row_stride, pw}, {p.h_q, p.q_head_stride, hc},
-                            atom) &&
-            encode_tile_map(maps.dout, bf16, p.dout, p.d_v, {p.total_q, p.dout_row_stride, pw},
-                            {p.h_q, p.dout_head_stride, hc}, atom);
+  maps.ok = encode_row_block_maps<kHeadDim>(maps.q, maps.dout, p, p.dout, p.d_v, p.dout_row_stride,
+                                            p.dout_head_stride, pw, hc);
+  return maps;
+}
+
+// Q and output maps of the forward window kernels (window_attention_sm90_rows.cuh). ok == 0: the
+// kernels gather Q by cp.async and store through their threads.
+// SINKOPS_WA90_QO_TMA: 0 (the default, until measured) compiles the kernels' TMA paths for Q and
+// the output out and makes no maps; 1 builds them (bench/NOTES.md "Window v12": a first version
+// ran correct and 1-3.5 % faster in the wide kernel but slower in the narrow one; this one, v12b,
+// was written after the device budget was spent; docs/DECISIONS.md on such knobs).
+#ifndef SINKOPS_WA90_QO_TMA
+#define SINKOPS_WA90_QO_TMA 0
+#endif
+struct QOutMaps {
+  CUtensorMap q, out;
+  int ok;
+};
+
+template <int kHeadDim, class Params>
+QOutMaps make_q_out_maps(const Params& p, int pw, int hc) {
+  QOutMaps maps{};
+  maps.ok = SINKOPS_WA90_QO_TMA && encode_row_block_maps<kHeadDim>(maps.q, maps.out, p, p.out, p.d_v, p.out_row_stride,
+                                                                   p.out_head_stride, pw, hc);
   return maps;
 }
 

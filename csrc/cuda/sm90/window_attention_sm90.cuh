@@ -1,7 +1,8 @@
 // Varlen window attention with sinks on Hopper (sm_90a) for NARROW windows (MiMo's +-64 and every
 // window whose consecutive blocks of rows share key tiles; window_attention_sm90_wide.cuh takes
 // full / causal / wide windows, window_attention_sm90.cu decides): warpgroup MMA with the
-// accumulators in registers, Q gathered with cp.async and whole K/V tiles loaded by TMA into
+// accumulators in registers, whole K/V tiles loaded by TMA (and, built with SINKOPS_WA90_QO_TMA,
+// Q and the output too; cp.async / thread stores where a box would cross a segment's end) through
 // swizzled shared memory, mbarrier-synchronised (docs/DESIGN.md §2.1 for the math; bench/NOTES.md "Window
 // attention, sm90" for the numbers).
 //
@@ -135,11 +136,11 @@ __global__ void __launch_bounds__(WindowConfig<typename CuteElement<Tg>::type, k
                                   WindowConfig<typename CuteElement<Tg>::type, kHeadDim, kStream>::kMinBlocksPerSm)
     window_attention_sm90_kernel(const __grid_constant__ WindowAttentionParams p,
                                  const __grid_constant__ window_attention::LaunchShape shape,
-                                 const __grid_constant__ KvTileMaps maps) {
+                                 const __grid_constant__ KvTileMaps maps, const __grid_constant__ QOutMaps rows) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using T = typename CuteElement<Tg>::type;
   using C = WindowConfig<T, kHeadDim, kStream>;
-  constexpr int kBlockN = C::kBlockN, kStages = C::kStages, kChunks = C::kChunks, kThreads = C::kThreads;
+  constexpr int kBlockN = C::kBlockN, kStages = C::kStages, kThreads = C::kThreads;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   auto& sm = *reinterpret_cast<typename C::Smem*>(smem_raw);
 
@@ -168,7 +169,7 @@ __global__ void __launch_bounds__(WindowConfig<typename CuteElement<Tg>::type, k
 
   if (threadIdx.x == 0) {
     for (int b = 0; b < C::kQBuffers; ++b)
-      for (int w = 0; w < C::kConsumers; ++w) sm.q_ready[b][w].init(128);  // warpgroup w's cp.async arrivals
+      for (int w = 0; w < C::kConsumers; ++w) sm.q_ready[b][w].init(128);  // warpgroup w's arrivals (+ a TMA's bytes)
     for (int st = 0; st < kStages; ++st) {
       sm.ready[st].init(kThreads);  // every thread's cp.async arrival (+ the bytes of a TMA tile)
       sm.empty[st].init(kThreads);  // every thread, once no step of its warpgroup reads the tile again
@@ -198,11 +199,12 @@ __global__ void __launch_bounds__(WindowConfig<typename CuteElement<Tg>::type, k
     auto bounds = [&](int pos, int& lo, int& hi) { run.bounds(pos, lo, hi); };
     auto step_tiles = [&](int s, int& ta, int& tb) { run.step_tiles(s, ta, tb); };
 
-    // ---- Q: each warpgroup copies its own rows of a step into Q buffer `buf` ----
+    // ---- Q: each warpgroup loads its own rows of a step into Q buffer `buf` ----
+    auto q_buffer = [&](int buf) { return make_tensor(make_smem_ptr(sm.q[buf][wg]), typename C::template Tiles<64>{}); };
     auto load_q = [&](int s, int buf) {
-      auto sQ = make_tensor(make_smem_ptr(sm.q[buf][wg]), typename C::template Tiles<64>{});
-      load_q_rows<Tg, kChunks>(sQ, p, q_start + pos_begin + s * P, h_base, wg * pw, pw, pw_shift, live_of(s), t);
-      cp_async_arrive(sm.q_ready[buf][wg]);
+      auto sQ = q_buffer(buf);
+      load_q_rows<Tg, kHeadDim>(sQ, rows, sm.q_ready[buf][wg], p, q_start + pos_begin + s * P, h_base, wg * pw, pw,
+                                pw_shift, live_of(s), t, wg);
     };
     // ---- K/V: every thread copies a share of each tile ----
     // The CTA's tiles g_first..g_last are loaded in order: tile g is load index g + shift.
@@ -224,7 +226,24 @@ __global__ void __launch_bounds__(WindowConfig<typename CuteElement<Tg>::type, k
     step_tiles(0, ta, tb);
     for (int s = 0; s < n_steps; ++s, ++gstep) {
       const int buf = gstep % C::kQBuffers;
-      if (kStream && s + 1 < n_steps) load_q(s + 1, buf ^ 1);  // the next step's rows land while this one computes
+      // The next step's rows land while this one computes: whole rows by TMA after this step's first
+      // tile (by then the TMA store of the output staged in that buffer, the step before, has read
+      // it), others by the threads' copies now. (The copies' addresses outside the tile loop: ptxas
+      // hoisted them out of it into every step otherwise, ~130 instructions.)
+      const bool next = kStream && s + 1 < n_steps;
+      const bool next_by_tma = next && whole_rows(rows, wg * pw, pw, live_of(s + 1));
+      if (next && !next_by_tma) {
+        auto sQ = q_buffer(buf ^ 1);
+        load_q_rows_by_threads<Tg, kHeadDim>(sQ, rows, sm.q_ready[buf ^ 1][wg], p, q_start + pos_begin + (s + 1) * P,
+                                             h_base, wg * pw, pw, pw_shift, live_of(s + 1), t, wg);
+      }
+      auto load_next_q = [&]() {
+        if (next_by_tma) {
+          auto sQ = q_buffer(buf ^ 1);
+          load_q_rows_by_tma<kHeadDim>(sQ, rows, sm.q_ready[buf ^ 1][wg], q_start + pos_begin + (s + 1) * P, h_base,
+                                       wg * pw, t);
+        }
+      };
       const int pos0 = pos_begin + s * P, live = live_of(s);
 
       // ---- warpgroup wg: its 64 rows of the step ----
@@ -255,7 +274,7 @@ __global__ void __launch_bounds__(WindowConfig<typename CuteElement<Tg>::type, k
       Tensor acc_o = partition_fragment_C(MmaPV{}, Shape<_64, Int<kHeadDim>>{});
       clear(acc_o);
       float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};  // raw logits / log2 units
-      auto sQ = make_tensor(make_smem_ptr(sm.q[buf][wg]), typename C::template Tiles<64>{});
+      auto sQ = q_buffer(buf);
 
       // A block: N keys from key kc at ring row `ring_row`: S = Q K^T, the online softmax, O += P V.
       auto block_body = [&](auto n_keys, int ring_row, int kc) __attribute__((always_inline)) {
@@ -309,7 +328,9 @@ __global__ void __launch_bounds__(WindowConfig<typename CuteElement<Tg>::type, k
           });
         }
         if (!reuse) release_below(ta + j + 1);  // a wide window's step may hold more tiles than stages
+        if (j == 0) load_next_q();
       }
+      if (tb < ta) load_next_q();  // (a step that sees no key)
       // Release what no later step reads: the tiles before the next step's first (all of them
       // after the last step; several steps per CTA only with reuse).
       int ta_next = 0, tb_next = -1;
@@ -323,11 +344,12 @@ __global__ void __launch_bounds__(WindowConfig<typename CuteElement<Tg>::type, k
       float out_scale[2];
       finish_rows<Sink>(p, row_max, row_sum, sink_r, c, h_base, q_start + pos0, wg * pw, pw, pw_shift, live, t,
                         out_scale);
-      store_o_rows<Tg, MmaPV, kChunks>(acc_o, out_scale, sQ, p, q_start + pos0, h_base, wg * pw, pw, pw_shift, live,
-                                       t, wg);
+      store_o_rows<Tg, MmaPV, kHeadDim>(acc_o, out_scale, sQ, rows, p, q_start + pos0, h_base, wg * pw, pw, pw_shift,
+                                        live, t, wg);
     }
   }
   cp_async_wait_all();
+  if (SINKOPS_WA90_QO_TMA && t == 0) tma_store_wait<0>();  // the last staged outputs have been read
 #endif
 }
 
@@ -343,7 +365,9 @@ void launch_window_attention(const WindowAttentionParams& p, const window_attent
   using C = WindowConfig<typename CuteElement<Tg>::type, kHeadDim, kStream>;
   constexpr auto kernel = window_attention_sm90_kernel<Tg, kHeadDim, Sink, kStream>;
   reserve_dynamic_smem<kernel>(C::kSmemBytes, "window_attention (sm90)");
-  kernel<<<grid, C::kThreads, C::kSmemBytes, stream>>>(p, shape, make_kv_tile_maps<kHeadDim, C::kBlockN>(p));
+  const int pw = shape.positions_per_cta / C::kConsumers;  // a warpgroup's rows: pw positions x heads_per_cta heads
+  kernel<<<grid, C::kThreads, C::kSmemBytes, stream>>>(p, shape, make_kv_tile_maps<kHeadDim, C::kBlockN>(p),
+                                                       make_q_out_maps<kHeadDim>(p, pw, shape.heads_per_cta));
   check_launch("window_attention (sm90)");
 }
 

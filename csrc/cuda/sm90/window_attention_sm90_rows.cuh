@@ -62,12 +62,64 @@ __device__ __forceinline__ void load_rows(TS& sT, const void* base, int64_t row_
   }
 }
 
-// The warpgroup's Q rows (load_rows).
-template <typename Tg, int kChunks, class TS>
-__device__ __forceinline__ void load_q_rows(TS& sQ, const WindowAttentionParams& p, int64_t row0, int h_base,
-                                            int rel0, int pw, int pw_shift, int live, int t) {
-  load_rows<Tg, kChunks>(sQ, p.q, p.q_row_stride, p.q_head_stride, p.d, row0, h_base, rel0, pw, pw_shift, live, t);
+// Whether a warpgroup's rows rel0.. of a block are all live: its Q then comes by TMA and its output
+// leaves by TMA (a box cannot stop at the segment's end; warpgroup-uniform).
+__device__ __forceinline__ bool whole_rows(const QOutMaps& maps, int rel0, int pw, int live) {
+  return SINKOPS_WA90_QO_TMA && maps.ok && live - rel0 >= pw;
 }
+
+// A warpgroup's whole Q rows (whole_rows) into sQ (a Tiles<64> buffer) by one thread's TMA, one box
+// per column atom, whose bytes complete `bar`; then every thread's arrival on it (count 128). The
+// buffer is free once the TMA store of the output staged there last has read it (store_o_rows).
+// (Why TMA: the gather cost ~115 of a +-64 warp's ~1540 instructions a step: bench/NOTES.md
+// "Window v12".)
+template <int kHeadDim, class TS>
+__device__ __forceinline__ void load_q_rows_by_tma(TS& sQ, const QOutMaps& maps, Barrier& bar, int64_t row0,
+                                                   int h_base, int rel0, int t) {
+  constexpr int kAtom = k_major_atom_width(kHeadDim);
+  if (t == 0) {
+    tma_store_wait<0>();  // (the last output staged in this buffer has been read)
+    expect_tx(bar, 64 * kHeadDim * 2);
+    const uint32_t dst = cast_smem_ptr_to_uint(raw_pointer_cast(sQ.data()));
+    const uint64_t policy = l2_evict_first_policy();  // Q is read once
+#pragma unroll
+    for (int i = 0; i < kHeadDim / kAtom; ++i)
+      tma_load_3d(dst + i * 64 * kAtom * 2, maps.q, bar, i * kAtom, int(row0 + rel0), h_base, policy);
+  }
+  cp_async_arrive(bar);
+}
+
+// The same rows gathered by every thread's cp.async (load_rows: rows past `live` zero-filled), for
+// blocks that are not whole or launches without maps.
+template <typename Tg, int kHeadDim, class TS>
+__device__ __forceinline__ void load_q_rows_by_threads(TS& sQ, const QOutMaps& maps, Barrier& bar,
+                                                       const WindowAttentionParams& p, int64_t row0, int h_base,
+                                                       int rel0, int pw, int pw_shift, int live, int t, int wg) {
+  if (SINKOPS_WA90_QO_TMA && maps.ok) {  // the buffer's last TMA store has read it before any thread writes it
+    if (t == 0) tma_store_wait<0>();
+    staged_bar(wg);
+  }
+  load_rows<Tg, kHeadDim / 8>(sQ, p.q, p.q_row_stride, p.q_head_stride, p.d, row0, h_base, rel0, pw, pw_shift, live,
+                              t);
+  cp_async_arrive(bar);
+}
+
+// Either of the two, as whole_rows says.
+template <typename Tg, int kHeadDim, class TS>
+__device__ __forceinline__ void load_q_rows(TS& sQ, const QOutMaps& maps, Barrier& bar, const WindowAttentionParams& p,
+                                            int64_t row0, int h_base, int rel0, int pw, int pw_shift, int live, int t,
+                                            int wg) {
+  if (whole_rows(maps, rel0, pw, live))
+    load_q_rows_by_tma<kHeadDim>(sQ, maps, bar, row0, h_base, rel0, t);
+  else
+    load_q_rows_by_threads<Tg, kHeadDim>(sQ, maps, bar, p, row0, h_base, rel0, pw, pw_shift, live, t, wg);
+}
+
+// SINKOPS_WA90_LSE_IF_ASKED: 1 skips the lse's log (Sink::out_scale) in calls that ask for no lse
+// (window v12b, bench/NOTES.md: written after the device budget was spent, so 0 until measured).
+#ifndef SINKOPS_WA90_LSE_IF_ASKED
+#define SINKOPS_WA90_LSE_IF_ASKED 0
+#endif
 
 // The finish of this thread's two accumulator rows (row max on raw logits, sum in log2 units,
 // sinks in log2 units): each row's output scale, and its lse where asked.
@@ -83,6 +135,10 @@ __device__ __forceinline__ void finish_rows(const WindowAttentionParams& p, cons
     l += __shfl_xor_sync(0xffffffffu, l, 2);
     const int head = h_base + (acc_row(h, t) >> pw_shift);
     const float m_log2 = row_max[h] == -INFINITY ? -INFINITY : row_max[h] * c;
+    if (SINKOPS_WA90_LSE_IF_ASKED && p.lse == nullptr) {  // (uniform) no log2f: ~60 instructions a step
+      out_scale[h] = Sink::out_scale(m_log2, l, sink_r[h]);
+      continue;
+    }
     const sink::RowFinish fin = Sink::finish(m_log2, l, sink_r[h]);
     out_scale[h] = fin.out_scale;
     const int rel = rel0 + (acc_row(h, t) & (pw - 1));
@@ -91,16 +147,32 @@ __device__ __forceinline__ void finish_rows(const WindowAttentionParams& p, cons
 }
 
 // O (the fp32 accumulator of Mma, 64 x d_v) times each row's scale, staged as 16-bit rows in sT
-// (the warpgroup's Q tile, free once its last QK is done) and stored as 16-byte chunks.
-template <typename Tg, class Mma, int kChunks, class TO, class TS>
+// (the warpgroup's Q tile, free once its last QK is done) and stored: whole rows by one thread's
+// TMA (the next load_q_rows into sT waits for its reads; so does the kernel's end), else as
+// 16-byte chunks by every thread.
+template <typename Tg, class Mma, int kHeadDim, class TO, class TS>
 __device__ __forceinline__ void store_o_rows(const TO& acc_o, const float (&out_scale)[2], TS& sT,
-                                             const WindowAttentionParams& p, int64_t row0, int h_base, int rel0,
-                                             int pw, int pw_shift, int live, int t, int wg) {
+                                             const QOutMaps& maps, const WindowAttentionParams& p, int64_t row0,
+                                             int h_base, int rel0, int pw, int pw_shift, int live, int t, int wg) {
   using T = typename TS::value_type;
+  constexpr int kChunks = kHeadDim / 8, kAtom = k_major_atom_width(kHeadDim);
   Tensor o16 = make_tensor_like<T>(acc_o);
 #pragma unroll
   for (int i = 0; i < size(acc_o); ++i) o16(i) = T(acc_o(i) * out_scale[(i / 2) % 2]);
   store_tile_stmatrix<Mma>(o16, sT, t);
+  if (whole_rows(maps, rel0, pw, live)) {
+    cutlass::arch::fence_view_async_shared();  // generic-proxy stores -> the TMA's reads
+    staged_bar(wg);
+    if (t == 0) {
+      const uint32_t src = cast_smem_ptr_to_uint(raw_pointer_cast(sT.data()));
+      const uint64_t policy = l2_evict_first_policy();  // nothing here reads the output again
+#pragma unroll
+      for (int i = 0; i < kHeadDim / kAtom; ++i)
+        tma_store_3d(maps.out, src + i * 64 * kAtom * 2, i * kAtom, int(row0 + rel0), h_base, policy);
+      tma_store_arrive();
+    }
+    return;
+  }
   staged_bar(wg);
   Tg* out_block = static_cast<Tg*>(p.out) + row0 * p.out_row_stride + int64_t(h_base) * p.out_head_stride;
   const int o_rs = int(p.out_row_stride), o_hs = int(p.out_head_stride);

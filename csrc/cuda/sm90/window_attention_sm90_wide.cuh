@@ -18,7 +18,9 @@
 //    at up to 255 registers (S 64, P 32, O 64 per thread at d 128; 244 used). No producer warps:
 //    thread 0 loads each whole K/V tile by TMA (a tile that crosses its segment's end: every
 //    thread a share by cp.async, zero-filled past the end), kStages - 1 tiles ahead, through
-//    ready / empty mbarriers (TileStream and KvTileCopy, shared with the narrow kernel).
+//    ready / empty mbarriers (TileStream and KvTileCopy, shared with the narrow kernel); built
+//    with SINKOPS_WA90_QO_TMA, each warpgroup's Q and output move by TMA too where all its rows
+//    lie in the segment.
 //  * Key tiles sit on a fixed grid from the segment's key 0 (tile g = keys 128 g ..), so the key0
 //    sink is one add on tile 0; the null sink is folded once per row at the end. Both come from
 //    the shared sink policy.
@@ -94,13 +96,14 @@ template <typename Tg, int kHeadDim, typename Sink>
 __global__ void __launch_bounds__(WideWindowConfig<typename CuteElement<Tg>::type, kHeadDim>::kThreads, 1)
     window_attention_sm90_wide_kernel(const __grid_constant__ WindowAttentionParams p,
                                       const __grid_constant__ window_attention::LaunchShape shape,
-                                      const __grid_constant__ KvTileMaps maps) {
+                                      const __grid_constant__ KvTileMaps maps,
+                                      const __grid_constant__ QOutMaps rows) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using T = typename CuteElement<Tg>::type;
   using C = WideWindowConfig<T, kHeadDim>;
   using MmaQK = typename C::MmaQK;
   using MmaPV = typename C::MmaPV;
-  constexpr int N = C::kBlockN, kStages = C::kStages, kChunks = C::kChunks, kThreads = C::kThreads;
+  constexpr int N = C::kBlockN, kStages = C::kStages, kThreads = C::kThreads;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   auto& sm = *reinterpret_cast<typename C::Smem*>(smem_raw);
 
@@ -121,7 +124,7 @@ __global__ void __launch_bounds__(WideWindowConfig<typename CuteElement<Tg>::typ
   }
 
   if (threadIdx.x == 0) {
-    for (int w = 0; w < C::kConsumers; ++w) sm.q_ready[w].init(128);  // warpgroup w's cp.async arrivals
+    for (int w = 0; w < C::kConsumers; ++w) sm.q_ready[w].init(128);  // warpgroup w's arrivals (+ a TMA's bytes)
     for (int st = 0; st < kStages; ++st) {
       sm.ready[st].init(kThreads);  // every thread's cp.async arrival (+ the bytes of a TMA tile)
       sm.empty[st].init(kThreads);  // every thread, once its warpgroup no longer reads the tile
@@ -171,8 +174,7 @@ __global__ void __launch_bounds__(WideWindowConfig<typename CuteElement<Tg>::typ
     };
 
     auto sQ = make_tensor(make_smem_ptr(sm.q[wg]), typename C::QTile{});
-    load_q_rows<Tg, kChunks>(sQ, p, q_start + pos0, h_base, wg * pw, pw, pw_shift, live, t);
-    cp_async_arrive(sm.q_ready[wg]);
+    load_q_rows<Tg, kHeadDim>(sQ, rows, sm.q_ready[wg], p, q_start + pos0, h_base, wg * pw, pw, pw_shift, live, t, wg);
     produce();
 
     // This thread's two accumulator rows: their window bounds; the warpgroup's first and last live
@@ -272,11 +274,12 @@ __global__ void __launch_bounds__(WideWindowConfig<typename CuteElement<Tg>::typ
     float out_scale[2];
     finish_rows<Sink>(p, row_max, row_sum, sink_r, c, h_base, q_start + pos0, wg * pw, pw, pw_shift, live, t,
                       out_scale);
-    store_o_rows<Tg, MmaPV, kChunks>(acc_o, out_scale, sQ, p, q_start + pos0, h_base, wg * pw, pw, pw_shift, live,
-                                     t, wg);
+    store_o_rows<Tg, MmaPV, kHeadDim>(acc_o, out_scale, sQ, rows, p, q_start + pos0, h_base, wg * pw, pw, pw_shift,
+                                      live, t, wg);
     ++gblock;
   }
   cp_async_wait_all();
+  if (SINKOPS_WA90_QO_TMA && t == 0) tma_store_wait<0>();  // the last staged output has been read
 #endif
 }
 
@@ -292,7 +295,9 @@ void launch_window_attention_wide(const WindowAttentionParams& p, const window_a
   using C = WideWindowConfig<typename CuteElement<Tg>::type, kHeadDim>;
   constexpr auto kernel = window_attention_sm90_wide_kernel<Tg, kHeadDim, Sink>;
   reserve_dynamic_smem<kernel>(C::kSmemBytes, "window_attention (sm90, wide windows)");
-  kernel<<<grid, C::kThreads, C::kSmemBytes, stream>>>(p, shape, make_kv_tile_maps<kHeadDim, C::kBlockN>(p));
+  const int pw = shape.positions_per_cta / C::kConsumers;  // a warpgroup's rows: pw positions x heads_per_cta heads
+  kernel<<<grid, C::kThreads, C::kSmemBytes, stream>>>(p, shape, make_kv_tile_maps<kHeadDim, C::kBlockN>(p),
+                                                       make_q_out_maps<kHeadDim>(p, pw, shape.heads_per_cta));
   check_launch("window_attention (sm90, wide windows)");
 }
 
