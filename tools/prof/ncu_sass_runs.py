@@ -9,12 +9,7 @@ import re
 import sys
 from collections import Counter
 
-
-def num(s):
-    try:
-        return float(s.replace(",", ""))
-    except ValueError:
-        return 0.0
+from ncu_sass_regions import num  # (this folder: a script's own directory is on sys.path)
 
 
 def main():
