@@ -142,7 +142,13 @@ def _compare(actual, single, oracle64, gpu, name, rtol=1e-9):
     assert not torch.isnan(actual).any(), f"{name}: NaN (unwritten row?)"
     fin = torch.isfinite(single)
     assert torch.equal(actual[~fin], single[~fin]), f"{name}: non-finite entries differ"
-    torch.testing.assert_close(actual[fin], single[fin], rtol=rtol, atol=rtol * 1e-2, msg=name)
+    # float32 sink gradients (rtol > 1e-9): the sum over ranks differs from the single sum by a few
+    # ulps of the terms, which an entry near zero (cancelling terms) does not scale with: atol
+    # 0.1 rtol x the largest entry (at least 1; seed 8953884 missed 1e-7 by 6e-7 at an entry 0.034).
+    f32 = rtol > 1e-9
+    scale = max(single[fin].abs().max().item(), 1.0) if f32 and fin.any() else 1.0
+    torch.testing.assert_close(actual[fin], single[fin], rtol=rtol, atol=rtol * (0.1 if f32 else 0.01) * scale,
+                               msg=lambda m: f"{name}: {m}")
 
 
 def case_all_gather_seq(seed, gpu):
