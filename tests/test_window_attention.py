@@ -382,11 +382,10 @@ def test_cuda_sm90_wide_and_narrow_kernels(monkeypatch, c, kernel, loads):
 @pytest.mark.parametrize("kernel", ["wide", "narrow"])
 @pytest.mark.parametrize("mode", ["key0", "null"])
 def test_cuda_sm90_without_lse(monkeypatch, mode, kernel, loads):
-    """Inference asks for no lse (built with SINKOPS_WA90_LSE_IF_ASKED the kernels then skip its
-    log): the output is bit for bit the one of the same call with lse, in both sm_90a kernels, with
-    the maps (K/V tiles, and Q and the output where built with SINKOPS_WA90_QO_TMA: rows that fill a
-    warpgroup) and without (SINKOPS_WA90_TMA=0; every segment's last partial block). The
-    NaN-poisoned output shows every row was stored."""
+    """Inference asks for no lse (the kernels then skip its log): the output is bit for bit the one
+    of the same call with lse, in both sm_90a kernels, with the maps (K/V tiles, and Q and the
+    output where a warpgroup's rows lie in their segment) and without (SINKOPS_WA90_TMA=0; every
+    segment's last partial block). The NaN-poisoned output shows every row was stored."""
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA device")
     import sinkops

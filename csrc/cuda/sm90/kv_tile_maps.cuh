@@ -148,14 +148,7 @@ RowBlockMaps make_row_block_maps(const Params& p, int pw, int hc) {
 }
 
 // Q and output maps of the forward window kernels (window_attention_sm90_rows.cuh). ok == 0: the
-// kernels gather Q by cp.async and store through their threads.
-// SINKOPS_WA90_QO_TMA: 0 (the default, until measured) compiles the kernels' TMA paths for Q and
-// the output out and makes no maps; 1 builds them (bench/NOTES.md "Window v12": a first version
-// ran correct and 1-3.5 % faster in the wide kernel but slower in the narrow one; this one, v12b,
-// was written after the device budget was spent; docs/DECISIONS.md on such knobs).
-#ifndef SINKOPS_WA90_QO_TMA
-#define SINKOPS_WA90_QO_TMA 0
-#endif
+// kernels gather Q by cp.async and store through their threads (bench/NOTES.md "Window v12").
 struct QOutMaps {
   CUtensorMap q, out;
   int ok;
@@ -164,8 +157,8 @@ struct QOutMaps {
 template <int kHeadDim, class Params>
 QOutMaps make_q_out_maps(const Params& p, int pw, int hc) {
   QOutMaps maps{};
-  maps.ok = SINKOPS_WA90_QO_TMA && encode_row_block_maps<kHeadDim>(maps.q, maps.out, p, p.out, p.d_v, p.out_row_stride,
-                                                                   p.out_head_stride, pw, hc);
+  maps.ok = encode_row_block_maps<kHeadDim>(maps.q, maps.out, p, p.out, p.d_v, p.out_row_stride, p.out_head_stride,
+                                            pw, hc);
   return maps;
 }
 

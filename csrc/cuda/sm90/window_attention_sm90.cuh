@@ -1,8 +1,8 @@
 // Varlen window attention with sinks on Hopper (sm_90a) for NARROW windows (MiMo's +-64 and every
 // window whose consecutive blocks of rows share key tiles; window_attention_sm90_wide.cuh takes
 // full / causal / wide windows, window_attention_sm90.cu decides): warpgroup MMA with the
-// accumulators in registers, whole K/V tiles loaded by TMA (and, built with SINKOPS_WA90_QO_TMA,
-// Q and the output too; cp.async / thread stores where a box would cross a segment's end) through
+// accumulators in registers, whole K/V tiles loaded by TMA (and Q and the output too where the
+// Config's kQoTma says; cp.async / thread stores where a box would cross a segment's end) through
 // swizzled shared memory, mbarrier-synchronised (docs/DESIGN.md §2.1 for the math; bench/NOTES.md "Window
 // attention, sm90" for the numbers).
 //
@@ -76,6 +76,12 @@ struct WindowConfig {
   static constexpr int kConsumers =
       kStream && kHeadDim <= 64 ? 4 : kStream && kHeadDim <= 80 ? SINKOPS_WA90_D80_WARPGROUPS : 2;
   static constexpr int kThreads = 128 * kConsumers;  // no producer: the consumers load (below)
+  // Q and the output by TMA (window_attention_sm90_rows.cuh) where it was measured faster (H100,
+  // bench/NOTES.md "Window v12"): d 128 (16x1024 +-64: 170 -> 160 µs) and the one-step kernel at d 64
+  // (+-256: 219 -> 215). Not in the four-warpgroup d 64 stream (MiMo): at 128 registers its paths
+  // spilled into the tile loop (15 local loads a warp-step, MiMo video 93.4 -> 96.5 µs), nor at d 80
+  // (3 % slower, 32-byte swizzle atoms: five boxes a block) or d 96 (not measured).
+  static constexpr bool kQoTma = kHeadDim % 64 == 0 && !(kStream && kConsumers == 4);
   static constexpr int kMinBlocksPerSm = !kStream && kHeadDim <= 80 ? 2 : 1;
   // K/V tiles in the ring. Streaming: enough that a +-64 window's step keeps its tiles for the
   // next one (steps_share_tiles: 6 tiles for 192 positions of one head, 4 for 32 positions x 4
@@ -203,8 +209,8 @@ __global__ void __launch_bounds__(WindowConfig<typename CuteElement<Tg>::type, k
     auto q_buffer = [&](int buf) { return make_tensor(make_smem_ptr(sm.q[buf][wg]), typename C::template Tiles<64>{}); };
     auto load_q = [&](int s, int buf) {
       auto sQ = q_buffer(buf);
-      load_q_rows<Tg, kHeadDim>(sQ, rows, sm.q_ready[buf][wg], p, q_start + pos_begin + s * P, h_base, wg * pw, pw,
-                                pw_shift, live_of(s), t, wg);
+      load_q_rows<Tg, kHeadDim, C::kQoTma>(sQ, rows, sm.q_ready[buf][wg], p, q_start + pos_begin + s * P, h_base,
+                                           wg * pw, pw, pw_shift, live_of(s), t, wg);
     };
     // ---- K/V: every thread copies a share of each tile ----
     // The CTA's tiles g_first..g_last are loaded in order: tile g is load index g + shift.
@@ -231,11 +237,12 @@ __global__ void __launch_bounds__(WindowConfig<typename CuteElement<Tg>::type, k
       // it), others by the threads' copies now. (The copies' addresses outside the tile loop: ptxas
       // hoisted them out of it into every step otherwise, ~130 instructions.)
       const bool next = kStream && s + 1 < n_steps;
-      const bool next_by_tma = next && whole_rows(rows, wg * pw, pw, live_of(s + 1));
+      const bool next_by_tma = next && whole_rows<C::kQoTma>(rows, wg * pw, pw, live_of(s + 1));
       if (next && !next_by_tma) {
         auto sQ = q_buffer(buf ^ 1);
-        load_q_rows_by_threads<Tg, kHeadDim>(sQ, rows, sm.q_ready[buf ^ 1][wg], p, q_start + pos_begin + (s + 1) * P,
-                                             h_base, wg * pw, pw, pw_shift, live_of(s + 1), t, wg);
+        load_q_rows_by_threads<Tg, kHeadDim, C::kQoTma>(sQ, rows, sm.q_ready[buf ^ 1][wg], p,
+                                                        q_start + pos_begin + (s + 1) * P, h_base, wg * pw, pw,
+                                                        pw_shift, live_of(s + 1), t, wg);
       }
       auto load_next_q = [&]() {
         if (next_by_tma) {
@@ -344,12 +351,12 @@ __global__ void __launch_bounds__(WindowConfig<typename CuteElement<Tg>::type, k
       float out_scale[2];
       finish_rows<Sink>(p, row_max, row_sum, sink_r, c, h_base, q_start + pos0, wg * pw, pw, pw_shift, live, t,
                         out_scale);
-      store_o_rows<Tg, MmaPV, kHeadDim>(acc_o, out_scale, sQ, rows, p, q_start + pos0, h_base, wg * pw, pw, pw_shift,
-                                        live, t, wg);
+      store_o_rows<Tg, MmaPV, kHeadDim, C::kQoTma>(acc_o, out_scale, sQ, rows, p, q_start + pos0, h_base, wg * pw,
+                                                   pw, pw_shift, live, t, wg);
     }
   }
   cp_async_wait_all();
-  if (SINKOPS_WA90_QO_TMA && t == 0) tma_store_wait<0>();  // the last staged outputs have been read
+  if (C::kQoTma && t == 0) tma_store_wait<0>();  // the last staged outputs have been read
 #endif
 }
 
@@ -366,8 +373,9 @@ void launch_window_attention(const WindowAttentionParams& p, const window_attent
   constexpr auto kernel = window_attention_sm90_kernel<Tg, kHeadDim, Sink, kStream>;
   reserve_dynamic_smem<kernel>(C::kSmemBytes, "window_attention (sm90)");
   const int pw = shape.positions_per_cta / C::kConsumers;  // a warpgroup's rows: pw positions x heads_per_cta heads
-  kernel<<<grid, C::kThreads, C::kSmemBytes, stream>>>(p, shape, make_kv_tile_maps<kHeadDim, C::kBlockN>(p),
-                                                       make_q_out_maps<kHeadDim>(p, pw, shape.heads_per_cta));
+  kernel<<<grid, C::kThreads, C::kSmemBytes, stream>>>(
+      p, shape, make_kv_tile_maps<kHeadDim, C::kBlockN>(p),
+      C::kQoTma ? make_q_out_maps<kHeadDim>(p, pw, shape.heads_per_cta) : QOutMaps{});
   check_launch("window_attention (sm90)");
 }
 

@@ -62,10 +62,13 @@ __device__ __forceinline__ void load_rows(TS& sT, const void* base, int64_t row_
   }
 }
 
+// kQoTma: a kernel's compile-time choice to move whole Q rows and outputs by TMA (its Config says
+// where that was measured faster); false compiles the TMA paths out (they cost registers).
 // Whether a warpgroup's rows rel0.. of a block are all live: its Q then comes by TMA and its output
 // leaves by TMA (a box cannot stop at the segment's end; warpgroup-uniform).
+template <bool kQoTma>
 __device__ __forceinline__ bool whole_rows(const QOutMaps& maps, int rel0, int pw, int live) {
-  return SINKOPS_WA90_QO_TMA && maps.ok && live - rel0 >= pw;
+  return kQoTma && maps.ok && live - rel0 >= pw;
 }
 
 // A warpgroup's whole Q rows (whole_rows) into sQ (a Tiles<64> buffer) by one thread's TMA, one box
@@ -91,11 +94,11 @@ __device__ __forceinline__ void load_q_rows_by_tma(TS& sQ, const QOutMaps& maps,
 
 // The same rows gathered by every thread's cp.async (load_rows: rows past `live` zero-filled), for
 // blocks that are not whole or launches without maps.
-template <typename Tg, int kHeadDim, class TS>
+template <typename Tg, int kHeadDim, bool kQoTma, class TS>
 __device__ __forceinline__ void load_q_rows_by_threads(TS& sQ, const QOutMaps& maps, Barrier& bar,
                                                        const WindowAttentionParams& p, int64_t row0, int h_base,
                                                        int rel0, int pw, int pw_shift, int live, int t, int wg) {
-  if (SINKOPS_WA90_QO_TMA && maps.ok) {  // the buffer's last TMA store has read it before any thread writes it
+  if (kQoTma && maps.ok) {  // the buffer's last TMA store has read it before any thread writes it
     if (t == 0) tma_store_wait<0>();
     staged_bar(wg);
   }
@@ -105,21 +108,15 @@ __device__ __forceinline__ void load_q_rows_by_threads(TS& sQ, const QOutMaps& m
 }
 
 // Either of the two, as whole_rows says.
-template <typename Tg, int kHeadDim, class TS>
+template <typename Tg, int kHeadDim, bool kQoTma, class TS>
 __device__ __forceinline__ void load_q_rows(TS& sQ, const QOutMaps& maps, Barrier& bar, const WindowAttentionParams& p,
                                             int64_t row0, int h_base, int rel0, int pw, int pw_shift, int live, int t,
                                             int wg) {
-  if (whole_rows(maps, rel0, pw, live))
+  if (whole_rows<kQoTma>(maps, rel0, pw, live))
     load_q_rows_by_tma<kHeadDim>(sQ, maps, bar, row0, h_base, rel0, t);
   else
-    load_q_rows_by_threads<Tg, kHeadDim>(sQ, maps, bar, p, row0, h_base, rel0, pw, pw_shift, live, t, wg);
+    load_q_rows_by_threads<Tg, kHeadDim, kQoTma>(sQ, maps, bar, p, row0, h_base, rel0, pw, pw_shift, live, t, wg);
 }
-
-// SINKOPS_WA90_LSE_IF_ASKED: 1 skips the lse's log (Sink::out_scale) in calls that ask for no lse
-// (window v12b, bench/NOTES.md: written after the device budget was spent, so 0 until measured).
-#ifndef SINKOPS_WA90_LSE_IF_ASKED
-#define SINKOPS_WA90_LSE_IF_ASKED 0
-#endif
 
 // The finish of this thread's two accumulator rows (row max on raw logits, sum in log2 units,
 // sinks in log2 units): each row's output scale, and its lse where asked.
@@ -135,7 +132,7 @@ __device__ __forceinline__ void finish_rows(const WindowAttentionParams& p, cons
     l += __shfl_xor_sync(0xffffffffu, l, 2);
     const int head = h_base + (acc_row(h, t) >> pw_shift);
     const float m_log2 = row_max[h] == -INFINITY ? -INFINITY : row_max[h] * c;
-    if (SINKOPS_WA90_LSE_IF_ASKED && p.lse == nullptr) {  // (uniform) no log2f: ~60 instructions a step
+    if (p.lse == nullptr) {  // (uniform) no log2f: ~60 instructions a step
       out_scale[h] = Sink::out_scale(m_log2, l, sink_r[h]);
       continue;
     }
@@ -150,7 +147,7 @@ __device__ __forceinline__ void finish_rows(const WindowAttentionParams& p, cons
 // (the warpgroup's Q tile, free once its last QK is done) and stored: whole rows by one thread's
 // TMA (the next load_q_rows into sT waits for its reads; so does the kernel's end), else as
 // 16-byte chunks by every thread.
-template <typename Tg, class Mma, int kHeadDim, class TO, class TS>
+template <typename Tg, class Mma, int kHeadDim, bool kQoTma, class TO, class TS>
 __device__ __forceinline__ void store_o_rows(const TO& acc_o, const float (&out_scale)[2], TS& sT,
                                              const QOutMaps& maps, const WindowAttentionParams& p, int64_t row0,
                                              int h_base, int rel0, int pw, int pw_shift, int live, int t, int wg) {
@@ -160,7 +157,7 @@ __device__ __forceinline__ void store_o_rows(const TO& acc_o, const float (&out_
 #pragma unroll
   for (int i = 0; i < size(acc_o); ++i) o16(i) = T(acc_o(i) * out_scale[(i / 2) % 2]);
   store_tile_stmatrix<Mma>(o16, sT, t);
-  if (whole_rows(maps, rel0, pw, live)) {
+  if (whole_rows<kQoTma>(maps, rel0, pw, live)) {
     cutlass::arch::fence_view_async_shared();  // generic-proxy stores -> the TMA's reads
     staged_bar(wg);
     if (t == 0) {

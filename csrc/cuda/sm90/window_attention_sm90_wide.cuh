@@ -18,9 +18,8 @@
 //    at up to 255 registers (S 64, P 32, O 64 per thread at d 128; 244 used). No producer warps:
 //    thread 0 loads each whole K/V tile by TMA (a tile that crosses its segment's end: every
 //    thread a share by cp.async, zero-filled past the end), kStages - 1 tiles ahead, through
-//    ready / empty mbarriers (TileStream and KvTileCopy, shared with the narrow kernel); built
-//    with SINKOPS_WA90_QO_TMA, each warpgroup's Q and output move by TMA too where all its rows
-//    lie in the segment.
+//    ready / empty mbarriers (TileStream and KvTileCopy, shared with the narrow kernel); at d 64
+//    (kQoTma) each warpgroup's Q and output move by TMA too where all its rows lie in the segment.
 //  * Key tiles sit on a fixed grid from the segment's key 0 (tile g = keys 128 g ..), so the key0
 //    sink is one add on tile 0; the null sink is folded once per row at the end. Both come from
 //    the shared sink policy.
@@ -57,6 +56,10 @@ struct WideWindowConfig {
   // three (d <= 64) it cost 1.5 % on full and 7 % on causal 16x1024 (its SASS grew by 112
   // instructions at 165-168 registers), so they keep the eager rule (bench/NOTES.md "Prefill v1.3").
   static constexpr bool kLazyRescale = kConsumers == 2;
+  // Q and the output by TMA (window_attention_sm90_rows.cuh) at d 64: full attention 16x1024
+  // 394 -> 383 µs, causal level; at d 128 full 1x4096 485 -> 495, causal 287 -> 291 (H100, bench/
+  // NOTES.md "Window v12").
+  static constexpr bool kQoTma = kHeadDim == 64;
   static constexpr int kCtaRows = 64 * kConsumers;
   // Keys per tile (SINKOPS_WA90W_BLOCK_N: tuning runs only).
 #ifndef SINKOPS_WA90W_BLOCK_N
@@ -174,7 +177,8 @@ __global__ void __launch_bounds__(WideWindowConfig<typename CuteElement<Tg>::typ
     };
 
     auto sQ = make_tensor(make_smem_ptr(sm.q[wg]), typename C::QTile{});
-    load_q_rows<Tg, kHeadDim>(sQ, rows, sm.q_ready[wg], p, q_start + pos0, h_base, wg * pw, pw, pw_shift, live, t, wg);
+    load_q_rows<Tg, kHeadDim, C::kQoTma>(sQ, rows, sm.q_ready[wg], p, q_start + pos0, h_base, wg * pw, pw, pw_shift,
+                                         live, t, wg);
     produce();
 
     // This thread's two accumulator rows: their window bounds; the warpgroup's first and last live
@@ -274,12 +278,12 @@ __global__ void __launch_bounds__(WideWindowConfig<typename CuteElement<Tg>::typ
     float out_scale[2];
     finish_rows<Sink>(p, row_max, row_sum, sink_r, c, h_base, q_start + pos0, wg * pw, pw, pw_shift, live, t,
                       out_scale);
-    store_o_rows<Tg, MmaPV, kHeadDim>(acc_o, out_scale, sQ, rows, p, q_start + pos0, h_base, wg * pw, pw, pw_shift,
-                                      live, t, wg);
+    store_o_rows<Tg, MmaPV, kHeadDim, C::kQoTma>(acc_o, out_scale, sQ, rows, p, q_start + pos0, h_base, wg * pw, pw,
+                                                 pw_shift, live, t, wg);
     ++gblock;
   }
   cp_async_wait_all();
-  if (SINKOPS_WA90_QO_TMA && t == 0) tma_store_wait<0>();  // the last staged output has been read
+  if (C::kQoTma && t == 0) tma_store_wait<0>();  // the last staged output has been read
 #endif
 }
 
@@ -296,8 +300,9 @@ void launch_window_attention_wide(const WindowAttentionParams& p, const window_a
   constexpr auto kernel = window_attention_sm90_wide_kernel<Tg, kHeadDim, Sink>;
   reserve_dynamic_smem<kernel>(C::kSmemBytes, "window_attention (sm90, wide windows)");
   const int pw = shape.positions_per_cta / C::kConsumers;  // a warpgroup's rows: pw positions x heads_per_cta heads
-  kernel<<<grid, C::kThreads, C::kSmemBytes, stream>>>(p, shape, make_kv_tile_maps<kHeadDim, C::kBlockN>(p),
-                                                       make_q_out_maps<kHeadDim>(p, pw, shape.heads_per_cta));
+  kernel<<<grid, C::kThreads, C::kSmemBytes, stream>>>(
+      p, shape, make_kv_tile_maps<kHeadDim, C::kBlockN>(p),
+      C::kQoTma ? make_q_out_maps<kHeadDim>(p, pw, shape.heads_per_cta) : QOutMaps{});
   check_launch("window_attention (sm90, wide windows)");
 }
 
