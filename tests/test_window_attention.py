@@ -381,17 +381,19 @@ def test_cuda_sm90_wide_and_narrow_kernels(monkeypatch, c, kernel, loads):
 @pytest.mark.parametrize("loads", ["tma", "cp.async"])
 @pytest.mark.parametrize("kernel", ["wide", "narrow"])
 @pytest.mark.parametrize("mode", ["key0", "null"])
-def test_cuda_sm90_without_lse(monkeypatch, mode, kernel, loads):
+@pytest.mark.parametrize("d", [64, 128])
+def test_cuda_sm90_without_lse(monkeypatch, d, mode, kernel, loads):
     """Inference asks for no lse (the kernels then skip its log): the output is bit for bit the one
     of the same call with lse, in both sm_90a kernels, with the maps (K/V tiles, and Q and the
-    output where a warpgroup's rows lie in their segment) and without (SINKOPS_WA90_TMA=0; every
-    segment's last partial block). The NaN-poisoned output shows every row was stored."""
+    output where a warpgroup's rows lie in their segment and the kernel's kQoTma is on: the narrow
+    kernel at d 128, the wide one at d 64) and without (SINKOPS_WA90_TMA=0; every segment's last
+    partial block). The NaN-poisoned output shows every row was stored."""
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA device")
     import sinkops
     monkeypatch.setenv("SINKOPS_WA90_WIDE", "1" if kernel == "wide" else "0")
     monkeypatch.setenv("SINKOPS_WA90_TMA", "1" if loads == "tma" else "0")
-    case = make_window_case([1024, 1, 0, 300, 63, 777], hq=32, hk=8, d=64, device="cuda")
+    case = make_window_case([1024, 1, 0, 300, 63, 777], hq=32, hk=8, d=d, device="cuda")
     sinks = sinks_like(32, "mimo")
     with_lse, _ = run_window(BY_NAME["cuda"], case, (64, 64), sinks, mode)
     out = nan_like(with_lse.shape, with_lse.dtype, "cuda")
