@@ -69,12 +69,16 @@ struct WindowConfig {
   // faster than three at 168 registers with 144-key blocks (bench/NOTES.md, "Window v6"); d 80:
   // three at <= 168 (7 % faster than two with 144 / 192-key blocks, "Window v7"); d 96..128: two
   // at up to 255. One step per CTA (d <= 80): 2 CTAs per SM at 128 registers, so one CTA's loads
-  // and softmax hide behind the other's MMAs. (SINKOPS_WA90_D80_WARPGROUPS: tuning runs only.)
+  // and softmax hide behind the other's MMAs. (SINKOPS_WA90_D64_WARPGROUPS / _D80_: tuning runs only.)
+#ifndef SINKOPS_WA90_D64_WARPGROUPS
+#define SINKOPS_WA90_D64_WARPGROUPS 4
+#endif
 #ifndef SINKOPS_WA90_D80_WARPGROUPS
 #define SINKOPS_WA90_D80_WARPGROUPS 3
 #endif
-  static constexpr int kConsumers =
-      kStream && kHeadDim <= 64 ? 4 : kStream && kHeadDim <= 80 ? SINKOPS_WA90_D80_WARPGROUPS : 2;
+  static constexpr int kConsumers = kStream && kHeadDim <= 64   ? SINKOPS_WA90_D64_WARPGROUPS
+                                    : kStream && kHeadDim <= 80 ? SINKOPS_WA90_D80_WARPGROUPS
+                                                                : 2;
   static constexpr int kThreads = 128 * kConsumers;  // no producer: the consumers load (below)
   // Q and the output by TMA (window_attention_sm90_rows.cuh) where it was measured faster (H100,
   // bench/NOTES.md "Window v12"): d 128 (16x1024 +-64: 170 -> 160 µs) and the one-step kernel at d 64
