@@ -13,11 +13,11 @@ for v in $VARS w3; do rm -rf /tmp/site_$v; cp -r /tmp/site /tmp/site_$v; [ $v = 
 cd /tmp
 nvidia-smi --query-gpu=name --format=csv,noheader | tee $OUT/gpu.txt
 for rep in 1 2 3; do
-  for v in $VARS; do PYTHONPATH=/tmp/site_$v timeout 50 python3 $R/tools/prof/window_variants.py $v unbounded causal 2>&1 | tail -1; done
+  for v in $VARS; do PYTHONPATH=/tmp/site_$v timeout 90 python3 $R/tools/prof/window_variants.py $v unbounded causal 2>&1 | tail -1; done
 done | tee $OUT/ab_wide.log
 echo "ab done ($(el) s)"
 for rep in 1 2 3; do
-  for v in wheel w3; do PYTHONPATH=/tmp/site_$v timeout 40 python3 $R/tools/prof/window_variants.py $v mimo w128 2>&1 | tail -1; done
+  for v in wheel w3; do PYTHONPATH=/tmp/site_$v timeout 60 python3 $R/tools/prof/window_variants.py $v mimo w128 2>&1 | tail -1; done
 done | tee $OUT/ab_narrow.log
 echo "ab narrow done ($(el) s)"
 PYTHONPATH=/tmp/site_s160 timeout 80 python3 -m pytest -q -x -p no:cacheprovider -m gpu $R/tests/test_window_attention.py -k "(cuda or sm90) and (wide or 128 or without_lse)" > $OUT/tests_window_s160.log 2>&1
