@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call (~9 min): window v14 (split K / V rings: wheel s128 s160 s176) and v15 candidate w3 A/B against
 # the HEAD wheel, the d 128 tests + memcheck + racecheck on s160, the window suite on s128, the decode
-# breakdown. Inputs in .whl (see bench/NOTES.md "Window v14" and "v15 candidate"). Run: bash THIS (carry .whl).
+# breakdown (now in ../2026-12-06-decode-combine-prepared/device_call.sh). Inputs in .whl (see bench/NOTES.md "Window v14" and "v15 candidate"). Run: bash THIS (carry .whl).
 set -uo pipefail
 R=$PWD
 t0=$(date +%s); el() { echo $(( $(date +%s) - t0 )); }
@@ -28,6 +28,5 @@ left 380 && { PYTHONPATH=/tmp/site_s160 timeout 90 compute-sanitizer --tool race
 echo "racecheck s160: $(grep -E 'RACECHECK SUMMARY' $OUT/racecheck_window_s160.log) ($(el) s)"; }
 left 470 && { PYTHONPATH=/tmp/site_s128 timeout 100 python3 -m pytest -q -x -p no:cacheprovider -m gpu $R/tests/test_window_attention.py -k "cuda or sm90" > $OUT/tests_window_s128.log 2>&1
 echo "window tests s128: $(tail -1 $OUT/tests_window_s128.log) ($(el) s)"; }
-left 540 && { PYTHONPATH=/tmp/site_wheel timeout 50 python3 $R/tools/prof/decode_breakdown.py > $OUT/decode_breakdown.log 2>&1; cat $OUT/decode_breakdown.log; }
 gzip -f $OUT/*check_window*.log 2>/dev/null
 echo "end ($(el) s)"
