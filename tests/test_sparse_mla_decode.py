@@ -194,10 +194,10 @@ def test_deterministic(target, layout, b):
 
 # (b, s_q, hq, topk, num_tokens): split plans whose combine, at one head per CTA, would not fit the SMs
 # the main kernel leaves idle, so one combine CTA merges several heads of a row
-# (sparse_mla_decode_combine.cuh): on a 132-SM Hopper b16 h64 (11 heads a CTA, 6 CTAs a row) and
-# the few-heads kernel's b64 h8 (8); on the emulator's 16 SMs (batch / 8 above 8) b3 h13 k100
-# (7 + 6 heads) and b24 -> 3.
-COMBINE_SHAPES = [(16, 1, 64, 640, 4096), (64, 1, 8, 640, 4096), (3, 1, 13, 100, 1000), (24, 2, 13, 100, 1000)]
+# (sparse_mla_decode_combine.cuh): on a 132-SM Hopper b16 h64 (11 heads a CTA: 5 x 11 + 9) and the
+# few-heads kernel's b16 h16 (3 heads: 5 x 3 + 1); on the emulator's 16 SMs (batch / 8 above 8)
+# b2 h16 (8 heads), b3 h13 k100 (7 + 6) and b24 s2 -> b3 (13).
+COMBINE_SHAPES = [(16, 1, 64, 640, 4096), (16, 1, 16, 640, 4096), (3, 1, 13, 100, 1000), (24, 2, 13, 100, 1000)]
 
 
 @pytest.mark.parametrize("target", params([BY_NAME["cuda"], BY_NAME["cuda-emu"]], op="mla"))
