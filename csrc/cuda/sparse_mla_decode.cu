@@ -112,7 +112,7 @@ PlanShape plan_shape(DecodeKernel kernel, const SparseMlaDecodeParams& p) {
 }
 
 // SINKOPS_DECODE_COMBINE_HEADS=1: one head per combine CTA, a dependent launch only where that
-// grid fits the idle SMs (the rule before 2026-12-07; kept for A/B runs). Read per call.
+// grid fits the idle SMs (the rule before 2026-12-06, night; kept for A/B runs). Read per call.
 bool combine_one_head_setting() {
   const char* env = std::getenv("SINKOPS_DECODE_COMBINE_HEADS");
   return env != nullptr && env[0] == '1' && env[1] == '\0';
@@ -191,6 +191,9 @@ void sparse_mla_decode_fwd(const SparseMlaDecodeParams& params, void* stream) {
   if (need > 0 && (params.workspace == nullptr || params.workspace_bytes < need))
     throw Error("sparse_mla_decode: workspace smaller than sparse_mla_decode_plan() asks for (" + std::to_string(need) +
                 " bytes)");
+  // (one head per CTA always fits: the plan's splits are at most the device's CTA slots, < 4096)
+  if (combine_smem_bytes(1, params.num_splits) > 48 * 1024)
+    throw Error("sparse_mla_decode: " + std::to_string(params.num_splits) + " splits are more than the combine takes");
   auto s = static_cast<cudaStream_t>(stream);
   // the sm90 epilogues store 16-byte chunks of the bf16 rows
   if (kernel != DecodeKernel::kSm80 && (reinterpret_cast<uintptr_t>(params.out) & 15))
@@ -207,7 +210,6 @@ void sparse_mla_decode_fwd(const SparseMlaDecodeParams& params, void* stream) {
     const CombineLaunch c = combine_launch(params, info, shape);
     const dim3 grid((params.h_q + c.heads_per_cta - 1) / c.heads_per_cta, params.b * params.s_q);
     const int smem = combine_smem_bytes(c.heads_per_cta, params.num_splits);
-    if (smem > 48 * 1024) throw Error("sparse_mla_decode: too many splits for the combine");
     if (c.dependent) {
       launch_dependent(sparse_mla_decode_combine_kernel, grid, dim3(c.threads), smem, s, params, c.heads_per_cta);
     } else {

@@ -14,6 +14,7 @@
 // exp2(max_s - max), the sink's finish, lse; (3) every (head, 4-column chunk) of the output:
 // sum over splits of weight x partial in split order, skipping weight-0 splits (empty ones),
 // kCombineChunksInFlight chunks per thread at a time, their loads issued together.
+// Included by sparse_mla_decode.cu alone (it defines the kernel).
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
