@@ -192,35 +192,6 @@ def test_deterministic(target, layout, b):
     assert torch.equal(out1, out2) and torch.equal(lse1, lse2)
 
 
-# (b, s_q, hq, topk, num_tokens): split plans whose combine, at one head per CTA, would not fit the SMs
-# the main kernel leaves idle, so one combine CTA merges several heads of a row
-# (sparse_mla_decode_combine.cuh): on a 132-SM Hopper b16 h64 (11 heads a CTA: 5 x 11 + 9) and the
-# few-heads kernel's b16 h16 (3 heads: 5 x 3 + 1); on the emulator's 16 SMs (batch / 8 above 8)
-# b2 h16 (8 heads), b3 h13 k100 (7 + 6) and b24 s2 -> b3 (13).
-COMBINE_SHAPES = [(16, 1, 64, 640, 4096), (16, 1, 16, 640, 4096), (3, 1, 13, 100, 1000), (24, 2, 13, 100, 1000)]
-
-
-@pytest.mark.parametrize("target", params([BY_NAME["cuda"], BY_NAME["cuda-emu"]], op="mla"))
-@pytest.mark.parametrize("layout", LAYOUTS)
-@pytest.mark.parametrize("shape", COMBINE_SHAPES, ids=lambda s: "b{}_sq{}_h{}_k{}_n{}".format(*s))
-def test_combine_grids(monkeypatch, target, layout, shape):
-    """The combine merging several heads per CTA (its default where the main kernel leaves SMs idle)
-    and one head per CTA (SINKOPS_DECODE_COMBINE_HEADS=1) both match the oracle and give the same
-    bits; rows cut by topk_length include one that sees no key (exact zeros, lse +inf)."""
-    b, s_q, hq, topk, n_tok = shape
-    case = _make_case(target, b, s_q, hq, layout, topk, n_tok)
-    b = case["q"].shape[0]
-    tl = torch.randint(0, topk + 1, (b,), dtype=torch.int32)
-    tl[0] = 0
-    case["topk_length"] = tl.to(target.device)
-    sink = _sink(hq, "mixed")
-    out, lse = check_against_oracle(target, case, sink, f"{layout} {shape} heads per combine CTA")
-    monkeypatch.setenv("SINKOPS_DECODE_COMBINE_HEADS", "1")
-    out_one, lse_one = check_against_oracle(target, case, sink, f"{layout} {shape} one head per combine CTA")
-    assert torch.equal(out, out_one) and torch.equal(lse, lse_one)
-    assert torch.equal(out[0], torch.zeros_like(out[0])) and torch.isposinf(lse[0]).all()
-
-
 @pytest.mark.parametrize("target", params([BY_NAME["cuda"], BY_NAME["triton"]], op="mla"))
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_cuda_graph_capture_and_replay(target, layout):

@@ -109,8 +109,8 @@ def decode(backend):
         # split-k + combine, split, single pass; 150 + 9 keys: three 64-key blocks (both buffers
         # reused); 128 heads: two head blocks per row; <= 32 heads: the sm90 few-heads kernel
         # (N = 8 and 16: split, and single pass at 400 / 300 rows; batch 1 at 64 heads: 8-head blocks);
-        # 480 single-pass items at 128 heads: persistent CTAs run several; 3 x 128 and 5 x 50 heads: the
-        # combine merges 4 and 3 (the last CTA of a row 2) heads per CTA on a 132-SM GPU
+        # 480 single-pass items at 128 heads: persistent CTAs run several; 50 heads: a head count no
+        # kernel's head block divides, split
         for b, topk, hq in ((1, 37, 16), (3, 150, 128), (80, 37, 16), (2, 150, 8), (200, 150, 8), (150, 150, 16),
                             (1, 150, 64), (120, 150, 128), (5, 150, 50)):
             q = torch.randn(b, 2, hq, dqk, device=dev, dtype=torch.bfloat16)

@@ -75,19 +75,18 @@ inline const DeviceInfo& device_info(int device) {
   return *expected;
 }
 
-// Launches kernel<<<grid, block, smem_bytes, stream>>>(args...) as a programmatic dependent of the
+// Launches kernel<<<grid, block, 0, stream>>>(args...) as a programmatic dependent of the
 // kernel before it on the stream when the device has compute capability 9.0 or higher (plain
 // launch otherwise, and in the CPU emulator). The kernel must call wait_for_prerequisite().
 template <class... Params, class... Args>
-void launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, int smem_bytes, cudaStream_t stream,
-                      Args&&... args) {
+void launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t stream, Args&&... args) {
 #ifdef SINKOPS_CUDA_EMU
-  SINKOPS_LAUNCH(kernel, grid, block, smem_bytes, stream)(std::forward<Args>(args)...);
+  SINKOPS_LAUNCH(kernel, grid, block, 0, stream)(std::forward<Args>(args)...);
 #else
   cudaLaunchConfig_t config = {};
   config.gridDim = grid;
   config.blockDim = block;
-  config.dynamicSmemBytes = smem_bytes;
+  config.dynamicSmemBytes = 0;
   config.stream = stream;
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;

@@ -1,12 +1,10 @@
 // Launcher of sparse MLA decode (cuda_api.h): validation, the split-k plan, main kernel, combine.
-#include <algorithm>
 #include <cstdlib>
 #include <string>
 
 #include "kernel_launch.cuh"
 #include "sinkops/cuda_api.h"
 #include "sparse_mla_decode.cuh"
-#include "sparse_mla_decode_combine.cuh"
 #include "static_switch.cuh"
 #ifdef SINKOPS_SM90
 #include "sm90/sm90_api.h"
@@ -17,6 +15,41 @@ namespace sinkops::cuda {
 namespace {
 
 using namespace sparse_mla_decode;
+
+// Merges the split partials of one (row, head); applies the sink once. grid (h_q, b*s_q), 128 threads.
+__global__ void __launch_bounds__(128)
+    sparse_mla_decode_combine_kernel(const __grid_constant__ SparseMlaDecodeParams p) {
+  wait_for_prerequisite();  // launched as a dependent of the main kernel: its partials must be complete
+  const int num_splits = p.num_splits;
+  const int h = blockIdx.x, row = blockIdx.y;
+  const int bi = row / p.s_q, si = row % p.s_q;
+  const float* ws_o = static_cast<const float*>(p.workspace);
+  const float2* ws_ml = reinterpret_cast<const float2*>(ws_o + partial_o_elems(p, num_splits));
+  const int64_t part0 = int64_t(row) * num_splits * p.h_q + h;  // + split * h_q
+
+  float m_all = -INFINITY;
+  for (int sp = 0; sp < num_splits; ++sp) m_all = fmaxf(m_all, ws_ml[part0 + sp * p.h_q].x);
+  float sum = 0.f;
+  float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+  const int col = threadIdx.x * 4;
+  if (m_all != -INFINITY) {
+    for (int sp = 0; sp < num_splits; ++sp) {
+      const float2 ml = ws_ml[part0 + sp * p.h_q];
+      const float w = exp2f(ml.x - m_all);  // an empty split has max -inf: weight 0
+      sum += ml.y * w;
+      const float4 v = *reinterpret_cast<const float4*>(ws_o + (part0 + sp * p.h_q) * kDv + col);
+      acc.x += v.x * w;
+      acc.y += v.y * w;
+      acc.z += v.z * w;
+      acc.w += v.w * w;
+    }
+  }
+  const sink::RowFinish f = sink::NullSink::finish(m_all, sum, sink::load_log2(p.attn_sink, h));
+  auto* out = static_cast<__nv_bfloat16*>(p.out) + (int64_t(row) * p.h_q + h) * kDv + col;
+  const float s = f.out_scale;
+  *reinterpret_cast<uint2*>(out) = make_uint2(pack_bf16x2(acc.x * s, acc.y * s), pack_bf16x2(acc.z * s, acc.w * s));
+  if (threadIdx.x == 0) p.lse[(int64_t(bi) * p.h_q + h) * p.s_q + si] = f.lse;
+}
 
 void check_pool(const KvPool& pool, const char* name, const SparseMlaDecodeParams& p) {
   const std::string n(name);
@@ -111,29 +144,18 @@ PlanShape plan_shape(DecodeKernel kernel, const SparseMlaDecodeParams& p) {
   }
 }
 
-// SINKOPS_DECODE_COMBINE_HEADS=1: one head per combine CTA, a dependent launch only where that
-// grid fits the idle SMs (the rule before 2026-12-06, night; kept for A/B runs). Read per call.
-bool combine_one_head_setting() {
-  const char* env = std::getenv("SINKOPS_DECODE_COMBINE_HEADS");
-  return env != nullptr && env[0] == '1' && env[1] == '\0';
-}
-
-// The combine's grid and launch (sparse_mla_decode_combine.cuh): the fewest heads per CTA whose
-// grid fits the SMs the main kernel leaves idle at <= 2 CTAs each, launched as a programmatic
-// dependent there (batch 1: 12.7 -> 12.2 us for the dependent launch; bench/NOTES.md decode v6
-// and "Decode combine"); where no such grid exists (every SM busy, or more than kCombineMaxHeads
-// heads a CTA), one head per CTA and a plain launch.
-CombineLaunch combine_launch(const SparseMlaDecodeParams& p, const DeviceInfo& info, const PlanShape& shape) {
+// Whether the combine is launched as a programmatic dependent of the main kernel: its CTAs are
+// then scheduled while the main kernel runs (the main kernels allow it at their start) and wait
+// for the partials there, which hides the combine's launch latency (batch 1: 12.7 -> 12.2 us).
+// Only when its grid fits on the SMs the main kernel leaves idle, at most 2 CTAs each: a larger
+// one piles onto those few SMs before the main kernel's SMs free up and runs slower than a plain
+// launch (batch 16 and the 8-head batch 64: +1.1 us; bench/NOTES.md, decode v6).
+bool combine_overlaps(const SparseMlaDecodeParams& p, const DeviceInfo& info, const PlanShape& shape) {
   const int64_t rows = int64_t(p.b) * p.s_q;
   const int64_t main_ctas = (p.h_q + shape.heads_per_cta - 1) / shape.heads_per_cta * p.num_splits * rows;
   const int64_t busy_sms = (main_ctas + shape.ctas_per_sm - 1) / shape.ctas_per_sm;
-  const int64_t slots = 2 * (info.sm_count - busy_sms);
-  const int max_heads = combine_one_head_setting() ? 1 : kCombineMaxHeads;
-  for (int heads = 1; heads <= max_heads && heads <= p.h_q; ++heads) {
-    if (combine_smem_bytes(heads, p.num_splits) > 48 * 1024) break;
-    if ((p.h_q + heads - 1) / heads * rows <= slots) return {heads, std::min(128 * heads, kCombineMaxThreads), true};
-  }
-  return {1, 128, false};
+  const int64_t combine_ctas = int64_t(p.h_q) * rows;
+  return combine_ctas <= 2 * (info.sm_count - busy_sms);
 }
 
 }  // namespace
@@ -191,9 +213,6 @@ void sparse_mla_decode_fwd(const SparseMlaDecodeParams& params, void* stream) {
   if (need > 0 && (params.workspace == nullptr || params.workspace_bytes < need))
     throw Error("sparse_mla_decode: workspace smaller than sparse_mla_decode_plan() asks for (" + std::to_string(need) +
                 " bytes)");
-  // (one head per CTA always fits: the plan's splits are at most the device's CTA slots, < 4096)
-  if (combine_smem_bytes(1, params.num_splits) > 48 * 1024)
-    throw Error("sparse_mla_decode: " + std::to_string(params.num_splits) + " splits are more than the combine takes");
   auto s = static_cast<cudaStream_t>(stream);
   // the sm90 epilogues store 16-byte chunks of the bf16 rows
   if (kernel != DecodeKernel::kSm80 && (reinterpret_cast<uintptr_t>(params.out) & 15))
@@ -207,13 +226,11 @@ void sparse_mla_decode_fwd(const SparseMlaDecodeParams& params, void* stream) {
       kv_layout_switch(params.layout, [&](auto layout) { launch_decode_kernel<decltype(layout)::value>(params, s); });
   }
   if (params.num_splits > 1) {
-    const CombineLaunch c = combine_launch(params, info, shape);
-    const dim3 grid((params.h_q + c.heads_per_cta - 1) / c.heads_per_cta, params.b * params.s_q);
-    const int smem = combine_smem_bytes(c.heads_per_cta, params.num_splits);
-    if (c.dependent) {
-      launch_dependent(sparse_mla_decode_combine_kernel, grid, dim3(c.threads), smem, s, params, c.heads_per_cta);
+    const dim3 grid(params.h_q, params.b * params.s_q);
+    if (combine_overlaps(params, info, shape)) {
+      launch_dependent(sparse_mla_decode_combine_kernel, grid, dim3(kDv / 4), s, params);
     } else {
-      SINKOPS_LAUNCH(sparse_mla_decode_combine_kernel, grid, c.threads, smem, s)(params, c.heads_per_cta);
+      SINKOPS_LAUNCH(sparse_mla_decode_combine_kernel, grid, kDv / 4, 0, s)(params);
     }
     check_launch("sparse_mla_decode combine");
   }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call (~9 min): window v14 (split K / V rings: wheel s128 s160 s176) and v15 candidate w3 A/B against
 # the HEAD wheel, the d 128 tests + memcheck + racecheck on s160, the window suite on s128, the decode
-# breakdown (now in ../2026-12-06-decode-combine-prepared/device_call.sh). Inputs in .whl (see bench/NOTES.md "Window v14" and "v15 candidate"). Run: bash THIS (carry .whl).
+# breakdown (what ran in the end: ../h100-2026-12-06-window-v14-decode-combine/device_call.sh). Inputs in .whl (see bench/NOTES.md "Window v14" and "v15 candidate"). Run: bash THIS (carry .whl).
 set -uo pipefail
 R=$PWD
 t0=$(date +%s); el() { echo $(( $(date +%s) - t0 )); }

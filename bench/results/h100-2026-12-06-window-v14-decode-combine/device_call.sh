@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The two prepared calls folded into one (~10 min) for a session that may get only one machine:
-# the window v14 / w3 A/B (../2026-12-06-window-v14-prepared/device_call.sh), the decode combine A/B,
-# then tests and sanitizers, most informative first, each step skipped once its time is gone.
-# Inputs in .whl as both scripts say. Run: bash THIS (carry .whl).
+# The call that ran (an H100, 2026-12-06, 399 s; its logs are beside it): the window v14 / w3 A/B
+# (../2026-12-06-window-v14-prepared/device_call.sh), the decode combine v2 A/B (`comb`:
+# ../2026-12-06-decode-combine/tried_combine_heads_per_cta.patch; skipped by its time guard, the
+# breakdown's graph column measured it), then tests and sanitizers, most informative first, each step
+# skipped once its time is gone. Inputs in .whl (bench/NOTES.md "Window v14", "Decode combine v2").
 set -uo pipefail
 R=$PWD
 t0=$(date +%s); el() { echo $(( $(date +%s) - t0 )); }
