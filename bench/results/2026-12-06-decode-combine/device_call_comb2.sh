@@ -4,12 +4,7 @@
 # breakdown; the decode GPU suite's split rows and memcheck on comb2. Inputs: .whl (the wheel;
 # var_comb2 from tools/prof/variant_so.sh comb2 THIS_FOLDER/combine_batched_loads.patch "sparse_mla_decode.cu").
 set -uo pipefail
-R=$PWD
-t0=$(date +%s); el() { echo $(( $(date +%s) - t0 )); }
-left() { [ $(el) -lt $1 ]; }
-rm -rf /tmp/site && python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/sinkops-*.whl || exit 1
-(cd sinkops && find . -name '*.py' -exec cp --parents {} /tmp/site/sinkops/ \;)
-for v in wheel comb2; do rm -rf /tmp/site_$v; cp -r /tmp/site /tmp/site_$v; [ $v = wheel ] || cp .whl/var_$v/_C*.so /tmp/site_$v/sinkops/; done
+source tools/prof/device_sites.sh wheel comb2
 cd /tmp
 nvidia-smi --query-gpu=name --format=csv,noheader | tee $OUT/gpu.txt
 C="b16 b1 h8 h32"

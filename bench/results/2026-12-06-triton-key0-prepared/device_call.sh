@@ -4,9 +4,7 @@
 # the no-sink and null rows for the overhead, three passes, graph replay; then the knob's test.
 # Inputs: .whl/sinkops-*.whl (any wheel of this tree's csrc; the tree's Python is copied over it).
 set -uo pipefail
-R=$PWD
-rm -rf /tmp/site && python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/sinkops-*.whl || exit 1
-(cd sinkops && find . -name '*.py' -exec cp --parents {} /tmp/site/sinkops/ \;)
+source tools/prof/device_sites.sh
 cd /tmp
 export PYTHONPATH=/tmp/site
 nvidia-smi --query-gpu=name --format=csv,noheader | tee $OUT/gpu.txt
