@@ -3,13 +3,8 @@
 # the HEAD wheel, the d 128 tests + memcheck + racecheck on s160, the window suite on s128, the decode
 # breakdown (what ran in the end: ../h100-2026-12-06-window-v14-decode-combine/device_call.sh). Inputs in .whl (see bench/NOTES.md "Window v14" and "v15 candidate"). Run: bash THIS (carry .whl).
 set -uo pipefail
-R=$PWD
-t0=$(date +%s); el() { echo $(( $(date +%s) - t0 )); }
-left() { [ $(el) -lt $1 ]; }
-rm -rf /tmp/site && python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/sinkops-*.whl || exit 1
-(cd sinkops && find . -name '*.py' -exec cp --parents {} /tmp/site/sinkops/ \;)
+source tools/prof/device_sites.sh wheel s128 s160 s176 w3
 VARS="wheel s128 s160 s176"
-for v in $VARS w3; do rm -rf /tmp/site_$v; cp -r /tmp/site /tmp/site_$v; [ $v = wheel ] || cp .whl/var_$v/_C*.so /tmp/site_$v/sinkops/; done
 cd /tmp
 nvidia-smi --query-gpu=name --format=csv,noheader | tee $OUT/gpu.txt
 for rep in 1 2 3; do
