@@ -1,8 +1,35 @@
 #!/usr/bin/env bash
-# One device call (~8 min) running the two calls prepared on 2026-12-06: the decode combine v2b
-# A/B (device_call_comb2.sh) and the Triton key0 peel vs in-loop A/B (device_call.sh there).
-# Carry [".whl"] with the wheel and .whl/var_comb2.
-cd "$(dirname "$0")/../../.."
-bash bench/results/2026-12-06-decode-combine/device_call_comb2.sh
-echo "=== triton key0"
-bash bench/results/2026-12-06-triton-key0-prepared/device_call.sh
+# One lean device call (<= ~6 min, steps guarded by the step timer) running the two A/Bs prepared on
+# 2026-12-06/07: decode combine v2b (`comb2`, `comb2dep`) against the wheel, two passes; the Triton
+# key0 variants (peel, in-loop, each with `v0`), two passes; then, as time allows, the decode suite's
+# split rows and memcheck on comb2, and the key0 / +inf GPU tests on v0. Carry [".whl"] (the wheel,
+# .whl/var_comb2, .whl/var_comb2dep). The longer per-topic calls: ../2026-12-06-*/device_call*.sh.
+set -uo pipefail
+source tools/prof/device_sites.sh wheel comb2 comb2dep
+K=$R/bench/results/2026-12-06-triton-key0-prepared
+rm -rf /tmp/site_v0 && cp -r /tmp/site /tmp/site_v0 && patch -s -p1 -d /tmp/site_v0 < $K/key0_v0_only_when_inf.patch || exit 1
+cd /tmp
+nvidia-smi --query-gpu=name --format=csv,noheader | tee $OUT/gpu.txt
+for rep in 1 2; do
+  for v in wheel comb2 comb2dep; do
+    PYTHONPATH=/tmp/site_$v timeout 60 python3 $R/tools/prof/decode_variants.py $v b16 b1 h8 h32 2>&1 | tail -1
+  done
+done | tee $OUT/ab_decode_comb2.log
+echo "ab decode done ($(el) s)"
+W="$R/tools/prof/window_variants.py"
+C="mimo 2x2048 w128 1024 d128"
+for rep in 1 2; do
+  left 250 || break
+  PYTHONPATH=/tmp/site timeout 90 python3 $W peel --backend triton --modes key0,null,none $C 2>&1 | tail -1
+  PYTHONPATH=/tmp/site SINKOPS_TRITON_KEY0_IN_LOOP=1 timeout 60 python3 $W in_loop --backend triton --modes key0 $C 2>&1 | tail -1
+  PYTHONPATH=/tmp/site_v0 timeout 60 python3 $W peel_v0 --backend triton --modes key0 $C 2>&1 | tail -1
+  PYTHONPATH=/tmp/site_v0 SINKOPS_TRITON_KEY0_IN_LOOP=1 timeout 60 python3 $W in_loop_v0 --backend triton --modes key0 $C 2>&1 | tail -1
+done | tee $OUT/ab_triton_key0.log
+echo "ab key0 done ($(el) s)"
+left 300 && { PYTHONPATH=/tmp/site_comb2 timeout 50 python3 -m pytest -q -x -p no:cacheprovider -m gpu $R/tests/test_sparse_mla_decode.py -k "cuda and not emu and (matches_oracle or topk_length or invalid or sink_edges or few_heads)" > $OUT/tests_decode_comb2.log 2>&1
+echo "decode tests comb2: $(tail -1 $OUT/tests_decode_comb2.log) ($(el) s)"; }
+left 330 && { PYTHONPATH=/tmp/site_comb2 timeout 40 compute-sanitizer --tool memcheck python3 $R/tools/sanitize_cases.py cuda decode > $OUT/memcheck_decode_comb2.log 2>&1
+echo "memcheck comb2: $(grep -E 'ERROR SUMMARY' $OUT/memcheck_decode_comb2.log) ($(el) s)"; gzip -f $OUT/memcheck_decode_comb2.log; }
+left 350 && { PYTHONPATH=/tmp/site_v0 timeout 40 python3 -m pytest -q -p no:cacheprovider -m gpu $R/tests/test_window_attention.py -k "triton and (key0 or posinf or neginf)" > $OUT/tests_key0.log 2>&1
+echo "key0 tests v0: $(tail -1 $OUT/tests_key0.log) ($(el) s)"; }
+echo "end ($(el) s)"
