@@ -19,17 +19,17 @@ echo "ab decode done ($(el) s)"
 W="$R/tools/prof/window_variants.py"
 C="mimo 2x2048 w128 1024 d128"
 for rep in 1 2; do
-  left 250 || break
+  left 190 || break
   PYTHONPATH=/tmp/site timeout 90 python3 $W peel --backend triton --modes key0,null,none $C 2>&1 | tail -1
   PYTHONPATH=/tmp/site SINKOPS_TRITON_KEY0_IN_LOOP=1 timeout 60 python3 $W in_loop --backend triton --modes key0 $C 2>&1 | tail -1
   PYTHONPATH=/tmp/site_v0 timeout 60 python3 $W peel_v0 --backend triton --modes key0 $C 2>&1 | tail -1
   PYTHONPATH=/tmp/site_v0 SINKOPS_TRITON_KEY0_IN_LOOP=1 timeout 60 python3 $W in_loop_v0 --backend triton --modes key0 $C 2>&1 | tail -1
 done | tee $OUT/ab_triton_key0.log
 echo "ab key0 done ($(el) s)"
-left 300 && { PYTHONPATH=/tmp/site_comb2 timeout 50 python3 -m pytest -q -x -p no:cacheprovider -m gpu $R/tests/test_sparse_mla_decode.py -k "cuda and not emu and (matches_oracle or topk_length or invalid or sink_edges or few_heads)" > $OUT/tests_decode_comb2.log 2>&1
+left 230 && { PYTHONPATH=/tmp/site_comb2 timeout 50 python3 -m pytest -q -x -p no:cacheprovider -m gpu $R/tests/test_sparse_mla_decode.py -k "cuda and not emu and (matches_oracle or topk_length or invalid or sink_edges or few_heads)" > $OUT/tests_decode_comb2.log 2>&1
 echo "decode tests comb2: $(tail -1 $OUT/tests_decode_comb2.log) ($(el) s)"; }
-left 330 && { PYTHONPATH=/tmp/site_comb2 timeout 40 compute-sanitizer --tool memcheck python3 $R/tools/sanitize_cases.py cuda decode > $OUT/memcheck_decode_comb2.log 2>&1
+left 265 && { PYTHONPATH=/tmp/site_comb2 timeout 40 compute-sanitizer --tool memcheck python3 $R/tools/sanitize_cases.py cuda decode > $OUT/memcheck_decode_comb2.log 2>&1
 echo "memcheck comb2: $(grep -E 'ERROR SUMMARY' $OUT/memcheck_decode_comb2.log) ($(el) s)"; gzip -f $OUT/memcheck_decode_comb2.log; }
-left 350 && { PYTHONPATH=/tmp/site_v0 timeout 40 python3 -m pytest -q -p no:cacheprovider -m gpu $R/tests/test_window_attention.py -k "triton and (key0 or posinf or neginf)" > $OUT/tests_key0.log 2>&1
+left 290 && { PYTHONPATH=/tmp/site_v0 timeout 40 python3 -m pytest -q -p no:cacheprovider -m gpu $R/tests/test_window_attention.py -k "triton and (key0 or posinf or neginf)" > $OUT/tests_key0.log 2>&1
 echo "key0 tests v0: $(tail -1 $OUT/tests_key0.log) ($(el) s)"; }
 echo "end ($(el) s)"
