@@ -2,7 +2,7 @@
 # A short device call (~2.5 min) for the Triton window kernel, graph replay, one pass (a second as time
 # allows): key0 peel / in-loop / v0 (key0_v0_only_when_inf.patch) on MiMo video, 2x2048 d 80 and
 # 16x1024 d 128, and `t8` (tile_d128_8warps.patch: 8 warps, 32-key blocks at d 80-128, where the
-# default tile spills 160-240 B) in every sink mode. Carry [".whl"].
+# default tile spills 160-240 B) in every sink mode; then the key0 / +inf GPU tests on v0. Carry [".whl"].
 set -uo pipefail
 source tools/prof/device_sites.sh
 K=$R/bench/results/2026-12-06-triton-key0-prepared
@@ -18,4 +18,6 @@ for rep in 1 2; do
   PYTHONPATH=/tmp/site SINKOPS_TRITON_KEY0_IN_LOOP=1 timeout 40 python3 $W in_loop --backend triton "mimo-video 16" 2x2048 "1024 d128" 2>&1 | tail -1
   PYTHONPATH=/tmp/site_v0 timeout 40 python3 $W peel_v0 --backend triton "mimo-video 16" 2x2048 "1024 d128" 2>&1 | tail -1
 done | tee $OUT/ab_triton_short.log
+left 160 && { PYTHONPATH=/tmp/site_v0 timeout 40 python3 -m pytest -q -p no:cacheprovider -m gpu $R/tests/test_window_attention.py -k "triton and (key0 or posinf or neginf)" > $OUT/tests_key0.log 2>&1
+echo "key0 tests v0: $(tail -1 $OUT/tests_key0.log) ($(el) s)"; }
 echo "end ($(el) s)"
