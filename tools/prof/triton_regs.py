@@ -6,8 +6,10 @@ registers read on the CPU": the d 80-128 window tile spills at 4 warps and 64 ke
     python tools/prof/triton_regs.py [--d 64,80,128] [--window 64,-1] [--tile WARPS:STAGES:BLOCK_N ...]
     python tools/prof/triton_regs.py --sparse   (sparse MLA prefill forward and the backward's two kernels)
 
-The window table: per head dim, window and tile (default: window_attention_tile's choice), REG /
-STACK bytes for each sink mode (none, null, key0 peeled, key0 in every block). The int arguments
+The window table: per head dim, window (left = right) and tile, for 32/8 heads (group 4), REG /
+STACK bytes for each sink mode (none, null, key0 peeled, key0 in every block); a tile is
+window_attention_tile's choice, or overridden per --tile entry ("" keeps the choice: `--tile ""
+8:3:32` prints both). The int arguments
 that a launch passes are typed i32 here and not specialized (the device's own compile may
 specialize some strides on divisibility by 16: small differences in registers are possible).
 """
