@@ -1,6 +1,9 @@
 """Timer for tools/prof/ab_variants.sh: the CUDA window backward op on MiMo video and image (µs, do_bench
 medians) and the time of its two kernels on video (torch.profiler), one line per variant; --fwd adds
-the forward op's time on the same inputs (the backward / forward ratio of issue 12)."""
+the forward op's time on the same inputs (the backward / forward ratio of issue 12); --triton times
+the Triton backward instead, on MiMo video and full attention 1x4096 32/8 d 128 (the case `auto`
+gives Triton on Hopper).
+    python3 tools/prof/window_bwd_variants.py LABEL [--fwd] [--triton]"""
 import sys
 
 import torch
@@ -11,9 +14,14 @@ import sinkops
 
 name = sys.argv[1] if len(sys.argv) > 1 else "?"
 FORWARD = "--fwd" in sys.argv
+BACKEND = "triton" if "--triton" in sys.argv else "cuda"
+# label, segments, tokens per segment, head dim, window; 32/8 heads
+CASES = [("video", 16, 1024, 64, (64, 64)), ("image", 1, 4096, 64, (64, 64))]
+if BACKEND == "triton":
+    CASES = [CASES[0], ("full-d128", 1, 4096, 128, (-1, -1))]
 res = []
-for label, nseg, seqlen in (("video", 16, 1024), ("image", 1, 4096)):
-    hq, hk, d, (left, right) = 32, 8, 64, (64, 64)
+for label, nseg, seqlen, d, (left, right) in CASES:
+    hq, hk = 32, 8
     t = nseg * seqlen
     q, k, v = (torch.randn(t, h, d, device="cuda", dtype=torch.bfloat16) for h in (hq, hk, hk))
     cu = torch.arange(0, t + 1, seqlen, device="cuda", dtype=torch.int32)
@@ -22,7 +30,7 @@ for label, nseg, seqlen in (("video", 16, 1024), ("image", 1, 4096)):
                                         return_lse=True)
     g = torch.randn_like(out)
     fn = lambda: torch.ops.sinkops.window_attention_backward(  # noqa: E731
-        g, None, q, k, v, out, lse, cu, cu, seqlen, seqlen, left, right, d ** -0.5, s, "key0", False, "cuda")
+        g, None, q, k, v, out, lse, cu, cu, seqlen, seqlen, left, right, d ** -0.5, s, "key0", False, BACKEND)
     res.append(f"{label} {triton.testing.do_bench(fn, warmup=10, rep=60, return_mode='median') * 1e3:.1f}")
     if FORWARD:  # the forward op on the same inputs, for the backward / forward ratio
         fwd = lambda: sinkops.window_attention(q, k, v, cu, cu, seqlen, seqlen, window_size=(left, right),  # noqa: E731
