@@ -2,8 +2,8 @@
 # One device call (~7-8 min; run with timeout_s 600) running both prepared halves in turn:
 # device_call_decode_only.sh (decode combine v2b, `comb2` / `comb2dep` against the wheel, memcheck
 # and the split rows' tests) and device_call_triton_short.sh (the Triton window variants: key0 peel,
-# in-loop, `v0`; `t8` / `t8m` at d 80 / 128; the key0 / +inf tests on v0; the backward's `bwd8`). Carry [".whl"]: a wheel of this
-# tree (README's device recipe) and the two decode variants:
+# in-loop, `v0`; `t8` / `t8m` at d 80 / 128; the key0 / +inf tests on v0; the backward's `bwd8`).
+# Carry [".whl"]: a wheel of this tree (README's device recipe) and the two decode variants:
 #   D=bench/results/2026-12-06-decode-combine; for v in comb2:combine_batched_loads comb2dep:combine_batched_loads_dependent; do
 #   PYTHON=/work/venv/bin/python bash tools/prof/variant_so.sh ${v%%:*} $D/${v#*:}.patch "sparse_mla_decode.cu"; done
 HERE=bench/results/2026-12-07-prepared
