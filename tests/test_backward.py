@@ -247,8 +247,14 @@ def _check_window_backward(target, c):
                                                case["v"].double(), *args, dlse=dlse.double())
     base = reference.window_attention_backward(g_out, case["q"], case["k"], case["v"], *args, dlse=dlse,
                                                compute_dtype=c["dtype"])
+    inherent = None
+    if mode == "null" and sinks is not None:  # -sum_rows p_sink <dout, out> in float64 from the saved out and lse
+        seen = torch.isfinite(lse)
+        p_sink = torch.where(seen, torch.sigmoid(sinks.double()[:, None] - lse.double()), 0.0)  # [Hq, Tq]
+        d_row = (g_out.double() * out.detach().double()).sum(-1).t()  # [Hq, Tq]
+        inherent = -(p_sink * d_row).sum(1).cpu()
     for name, a, w, b in zip(("dq", "dk", "dv", "dsinks"), got, want, base):
-        check_grad(a, w, b, name, c["dtype"])
+        check_grad(a, w, b, name, c["dtype"], inherent if name == "dsinks" else None)
 
 
 def _pcase(sq, skv, hq, d_qk, topk, sink, topk_len, size):
