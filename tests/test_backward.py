@@ -52,6 +52,16 @@ def check_grad(actual, oracle, baseline, name, dtype, inherent=None):
     return err
 
 
+def null_sink_inherent(sink, lse, g_out, out):
+    """dsink of the null sink, -sum_rows p_sink <dout, out>, in float64 from the saved (rounded) out and
+    lse (lse [rows, heads], out and g_out [rows, heads, Dv]): the formula of docs/DESIGN.md §6 whose
+    error every (out, lse) backward inherits; check_grad's `inherent`."""
+    seen = torch.isfinite(lse)
+    p_sink = torch.where(seen, torch.sigmoid(sink.double()[None, :] - lse.double()), 0.0)
+    d_row = (g_out.double() * out.double()).sum(-1)
+    return -(p_sink * d_row).sum(0).cpu()
+
+
 class _RanOn:
     """For a target whose backward auto picks (a CUDA forward's: docs/DECISIONS.md; auto takes the
     CUDA kernels wherever they run the call): checks that every window backward of the block ran on the
@@ -248,11 +258,8 @@ def _check_window_backward(target, c):
     base = reference.window_attention_backward(g_out, case["q"], case["k"], case["v"], *args, dlse=dlse,
                                                compute_dtype=c["dtype"])
     inherent = None
-    if mode == "null" and sinks is not None:  # -sum_rows p_sink <dout, out> in float64 from the saved out and lse
-        seen = torch.isfinite(lse)
-        p_sink = torch.where(seen, torch.sigmoid(sinks.double()[:, None] - lse.double()), 0.0)  # [Hq, Tq]
-        d_row = (g_out.double() * out.detach().double()).sum(-1).t()  # [Hq, Tq]
-        inherent = -(p_sink * d_row).sum(1).cpu()
+    if mode == "null" and sinks is not None:
+        inherent = null_sink_inherent(sinks, lse.detach().t(), g_out, out.detach())  # lse is [Hq, Tq]
     for name, a, w, b in zip(("dq", "dk", "dv", "dsinks"), got, want, base):
         check_grad(a, w, b, name, c["dtype"], inherent if name == "dsinks" else None)
 
@@ -301,13 +308,10 @@ def test_sparse_prefill_backward(target, c):
     base = reference.sparse_mla_prefill_backward(g_out, case["q"], case["kv"], case["indices"], scale, 512, sink,
                                                  topk_length, dlse=dlse, compute_dtype=BF16)
     inherent = None
-    if sink is not None:  # -sum_rows p_sink <dout, out> in float64 from the saved bf16 out and lse
+    if sink is not None:  # from the saved bf16 out and lse
         out, _, _ = sinkops.sparse_mla_prefill(case["q"], case["kv"], case["indices"], scale, attn_sink=sink,
                                                topk_length=topk_length, backend=target.backend)
-        seen = torch.isfinite(lse)
-        p_sink = torch.where(seen, torch.sigmoid(sink.double()[None, :] - lse.double()), 0.0)
-        d_row = (g_out.double() * out.double()).sum(-1)
-        inherent = -(p_sink * d_row).sum(0).cpu()
+        inherent = null_sink_inherent(sink, lse, g_out, out)
     for name, a, w, b in zip(("dq", "dkv", "dsink"), got, want, base):
         check_grad(a, w, b, name, BF16, inherent if name == "dsink" else None)
 
