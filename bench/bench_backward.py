@@ -127,7 +127,8 @@ def window_row(case, bandwidth, flex=True):
     return row
 
 
-def prefill_row(case, deterministic):
+def prefill_row(case, deterministic, backend="triton"):
+    """One sparse-prefill row: the forward (Triton's and auto's) and `backend`'s backward op."""
     import sinkops
 
     name, sq, skv, hq, dqk, topk = case
@@ -139,18 +140,22 @@ def prefill_row(case, deterministic):
     scale = dqk ** -0.5
     g_out = torch.randn(sq, hq, 512, device=dev, dtype=bf16)
     flops = 2 * sq * hq * topk * (dqk + 512)
-    row = dict(case=name, fwd_flops=flops, deterministic=deterministic)
-    row["fwd_us"] = _try(f"{name} fwd", lambda: _us(lambda: sinkops.sparse_mla_prefill(q, kv, idx, scale,
-                                                                                       attn_sink=sink, backend="triton")))
+    row = dict(case=name, fwd_flops=flops, deterministic=deterministic, backend=backend)
+    for label, fb in (("fwd_us", "triton"), ("fwd_auto_us", "auto")):
+        row[label] = _try(f"{name} fwd {fb}", lambda fb=fb: _us(lambda: sinkops.sparse_mla_prefill(
+            q, kv, idx, scale, attn_sink=sink, backend=fb)))
     out, _, lse = sinkops.sparse_mla_prefill(q, kv, idx, scale, attn_sink=sink, backend="triton")
     bwd = lambda: torch.ops.sinkops.sparse_mla_prefill_backward(  # noqa: E731
-        g_out, None, q, kv, idx, out, lse, scale, 512, sink, None, deterministic, "triton")
-    row["bwd_us"] = _try(f"{name} bwd", lambda: _us(bwd))
+        g_out, None, q, kv, idx, out, lse, scale, 512, sink, None, deterministic, backend)
+    row["bwd_us"] = _try(f"{name} bwd {backend}", lambda: _us(bwd))
     row["bwd_graph_us"] = None if deterministic else _try(f"{name} bwd graph", lambda: graph_us(bwd, replays=10))
     if row["bwd_us"]:
         row["bwd_tflops"] = 2.5 * flops / (row["bwd_us"] * 1e-6) / 1e12
-    if row["fwd_us"]:
-        row["fwd_tflops"] = flops / (row["fwd_us"] * 1e-6) / 1e12
+    for label in ("fwd_us", "fwd_auto_us"):
+        if row[label]:
+            row[label.replace("_us", "_tflops")] = flops / (row[label] * 1e-6) / 1e12
+    if "--profile" in sys.argv and not deterministic and row["bwd_us"]:
+        by_kernel(f"{name} bwd {backend}", bwd, calls=5)
     return row
 
 
@@ -282,11 +287,12 @@ def main():
     ap.add_argument("--sweep", action="store_true", help="sparse backward tile variants (V4-Pro)")
     ap.add_argument("--only", choices=("window", "prefill"), help="one table")
     ap.add_argument("--no-flex", action="store_true", help="skip FlexAttention (its compiles take minutes)")
+    ap.add_argument("--backends", help="the sparse backward's backends, comma-separated (default triton,cuda)")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         sys.exit("bench_backward needs a CUDA device")
     torch.manual_seed(0)
-    if args.profile:
+    if args.profile and args.only != "prefill":
         kernel_breakdown(WINDOW_CASES[1])
         tile_sweep(WINDOW_CASES[1], [(32, 64, 64, 4, 2), (32, 64, 32, 4, 3), (32, 64, 64, 4, 2, 32),
                                      (64, 64, 64, 4, 2, 32), (32, 64, 64, 8, 2, 32), (64, 64, 64, 8, 2, 32),
@@ -320,17 +326,20 @@ def main():
               f"| {_f(r['step_peak_mb'], '{:.0f}')} | {_f(r.get('flex_bwd_us'))} | {_f(r.get('flex_step_us'))} "
               f"| {_f(r.get('flex_step_peak_mb'), '{:.0f}')} | {_f(vs, '{:.2f}')} |")
         torch.cuda.empty_cache()
-    print("\n| prefill case | fwd µs | fwd TFLOP/s | bwd µs (atomics) | bwd graph µs | bwd TFLOP/s "
-          "| bwd µs (deterministic) | det. TFLOP/s |")
-    print("|---|---|---|---|---|---|---|---|")
+    backends = ("triton", "cuda") if args.backends is None else tuple(args.backends.split(","))
+    print("\n| prefill case | bwd backend | fwd µs Triton / auto | fwd TFLOP/s Triton / auto | bwd µs (atomics) "
+          "| bwd graph µs | bwd TFLOP/s (2.5x fwd FLOPs) | bwd µs (deterministic) | det. TFLOP/s |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for c in pcases:
-        r = prefill_row(c, False)
-        rd = prefill_row(c, True)
-        rows += [r, rd]
-        print(f"| {r['case']} | {_f(r['fwd_us'])} | {_f(r.get('fwd_tflops'))} | {_f(r['bwd_us'])} "
-              f"| {_f(r['bwd_graph_us'])} "
-              f"| {_f(r.get('bwd_tflops'))} | {_f(rd['bwd_us'])} | {_f(rd.get('bwd_tflops'))} |")
-        torch.cuda.empty_cache()
+        for b in backends:
+            r = prefill_row(c, False, b)
+            rd = prefill_row(c, True, b)
+            rows += [r, rd]
+            print(f"| {r['case']} | {b} | {_f(r['fwd_us'])} / {_f(r['fwd_auto_us'])} "
+                  f"| {_f(r.get('fwd_tflops'))} / {_f(r.get('fwd_auto_tflops'))} | {_f(r['bwd_us'])} "
+                  f"| {_f(r['bwd_graph_us'])} | {_f(r.get('bwd_tflops'))} | {_f(rd['bwd_us'])} "
+                  f"| {_f(rd.get('bwd_tflops'))} |", flush=True)
+            torch.cuda.empty_cache()
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)

@@ -39,13 +39,15 @@ PYBIND11_MODULE(SINKOPS_MODULE_NAME, m) {
 
   // Per op: <op>_unsupported(template, device) -> "" when the CUDA kernels can run calls with this
   // template's signature on `device`, else why; <op>_fwd(template, call_fields, stream, device)
-  // (the backward: window_attention_bwd).
+  // (the backwards: window_attention_bwd, sparse_mla_prefill_bwd).
   bind_op<sinkops::WindowAttentionParams, cu::window_attention_unsupported, cu::window_attention_fwd>(
       m, "window_attention", "window_attention_fwd");
   bind_op<sinkops::WindowAttentionBackwardParams, cu::window_attention_backward_unsupported,
           cu::window_attention_backward>(m, "window_attention_backward", "window_attention_bwd");
   bind_op<sinkops::SparseMlaPrefillParams, cu::sparse_mla_prefill_unsupported, cu::sparse_mla_prefill_fwd>(
       m, "sparse_mla_prefill", "sparse_mla_prefill_fwd");
+  bind_op<sinkops::SparseMlaBackwardParams, cu::sparse_mla_backward_unsupported, cu::sparse_mla_backward>(
+      m, "sparse_mla_prefill_backward", "sparse_mla_prefill_bwd");
   bind_op<sinkops::SparseMlaDecodeParams, cu::sparse_mla_decode_unsupported, cu::sparse_mla_decode_fwd>(
       m, "sparse_mla_decode", "sparse_mla_decode_fwd");
   // <op>_path(template, device): "sm90" or "sm80", the kernel family calls of this signature take.

@@ -23,6 +23,9 @@ __attribute__((weak)) std::string sparse_mla_decode_unsupported(const SparseMlaD
 __attribute__((weak)) std::string window_attention_backward_unsupported(const WindowAttentionBackwardParams&) {
   return "window_attention_backward: this op's CUDA kernels were not compiled into this build";
 }
+__attribute__((weak)) std::string sparse_mla_backward_unsupported(const SparseMlaBackwardParams&) {
+  return "sparse_mla_prefill_backward: this op's CUDA kernels were not compiled into this build";
+}
 __attribute__((weak)) std::string window_attention_path(const WindowAttentionParams&) { return "sm80"; }
 __attribute__((weak)) std::string sparse_mla_prefill_path(const SparseMlaPrefillParams&) { return "sm80"; }
 __attribute__((weak)) std::string sparse_mla_decode_path(const SparseMlaDecodeParams&) { return "sm80"; }
@@ -31,6 +34,9 @@ __attribute__((weak)) void window_attention_fwd(const WindowAttentionParams&, vo
 }
 __attribute__((weak)) void window_attention_backward(const WindowAttentionBackwardParams&, void*) {
   not_built("window_attention_backward");
+}
+__attribute__((weak)) void sparse_mla_backward(const SparseMlaBackwardParams&, void*) {
+  not_built("sparse_mla_prefill_backward");
 }
 __attribute__((weak)) void sparse_mla_prefill_fwd(const SparseMlaPrefillParams&, void*) {
   not_built("sparse_mla_prefill");

@@ -115,7 +115,30 @@ SPARSE_MLA_PREFILL_CALL = ("q", "kv", "indices", "topk_length", "attn_sink", "ou
 
 def sparse_mla_prefill_call(a) -> tuple:
     return (a.q.data_ptr(), a.kv.data_ptr(), a.indices.data_ptr(), _ptr(a.topk_length), _ptr(a.attn_sink),
-            a.out.data_ptr(), a.max_logits.data_ptr(), a.lse.data_ptr(), a.s_q, a.kv.shape[0])
+            a.out.data_ptr(), _ptr(a.max_logits), a.lse.data_ptr(), a.s_q, a.kv.shape[0])
+
+
+def stage_topk(topk: int) -> int:
+    """The backward's P / dX stage rows: topk rounded up to 8 entries (16-byte rows)."""
+    return (topk + 7) // 8 * 8
+
+
+def sparse_mla_backward_static(a) -> dict:
+    return {**sparse_mla_prefill_static(a), "stage_topk": stage_topk(a.indices.shape[2]),
+            "deterministic": int(bool(a.deterministic)),
+            "dout_row_stride": a.dout.stride(0), "dout_head_stride": a.dout.stride(1),
+            "dq_row_stride": a.dq.stride(0), "dq_head_stride": a.dq.stride(1)}
+
+
+SPARSE_MLA_BACKWARD_CALL = SPARSE_MLA_PREFILL_CALL + ("dout", "dlse", "dq", "dsink_rows", "dkv_acc", "det_stage",
+                                                      "p_stage", "dx_stage", "s0", "chunk_rows")
+
+
+def sparse_mla_backward_call(a, dsink_rows, dkv_acc, det_stage, p_stage, dx_stage, s0, n) -> tuple:
+    """One chunk of queries [s0, s0 + n); the workspaces come from the backend's launcher."""
+    return sparse_mla_prefill_call(a) + (a.dout.data_ptr(), _ptr(a.dlse), a.dq.data_ptr(), _ptr(dsink_rows),
+                                         _ptr(dkv_acc), _ptr(det_stage), p_stage.data_ptr(), dx_stage.data_ptr(),
+                                         s0, n)
 
 
 # ---------------------------------------------------------------------------------- decode
@@ -159,6 +182,7 @@ def sparse_mla_decode_call(a, num_splits, tiles_per_split, workspace, workspace_
 _STATIC = {"window_attention": ("WindowAttentionParams", window_attention_static),
            "window_attention_backward": ("WindowAttentionBackwardParams", window_attention_backward_static),
            "sparse_mla_prefill": ("SparseMlaPrefillParams", sparse_mla_prefill_static),
+           "sparse_mla_prefill_backward": ("SparseMlaBackwardParams", sparse_mla_backward_static),
            "sparse_mla_decode": ("SparseMlaDecodeParams", sparse_mla_decode_static)}
 
 
@@ -167,6 +191,7 @@ def check_all_call_fields(mod) -> None:
     check_call_fields(mod.WindowAttentionParams, WINDOW_ATTENTION_CALL)
     check_call_fields(mod.WindowAttentionBackwardParams, WINDOW_ATTENTION_BACKWARD_CALL)
     check_call_fields(mod.SparseMlaPrefillParams, SPARSE_MLA_PREFILL_CALL)
+    check_call_fields(mod.SparseMlaBackwardParams, SPARSE_MLA_BACKWARD_CALL)
     check_call_fields(mod.SparseMlaDecodeParams, SPARSE_MLA_DECODE_CALL)
 
 
@@ -185,6 +210,8 @@ def launcher(mod, a, where, decode_plan=None):
     tmpl = template_for(mod, a)
     if a.op == "window_attention_backward":
         return _window_backward_launcher(mod.window_attention_bwd, tmpl, a, where)
+    if a.op == "sparse_mla_prefill_backward":
+        return _sparse_backward_launcher(mod.sparse_mla_prefill_bwd, tmpl, a, where)
     fwd = getattr(mod, a.op + "_fwd")
     if a.op == "window_attention":
         def launch(a):
@@ -229,4 +256,42 @@ def _window_backward_launcher(bwd, tmpl, a, where):
         bwd(tmpl, window_attention_backward_call(a, rows[0], rows[1], dsink_rows), *where())
         if dsink_rows is not None:
             torch.sum(dsink_rows, dim=1, out=a.dsinks)
+    return launch
+
+
+def _sparse_backward_launcher(bwd, tmpl, a, where):
+    """mod.sparse_mla_prefill_bwd(template, call fields, *where()) per chunk of queries (P and dX
+    staged in bf16 between its dq and dkv kernels, at most STAGE_BYTES a chunk: the Triton
+    backward's scheme, sinkops/ops/prefill_backward.py), with its workspaces: the float32 key
+    gradient sum (+ a row for invalid positions) copied into dkv at the end, each row's sink
+    gradient summed per head here in a fixed order, and in deterministic mode the per-(query,
+    position) key gradients summed in a fixed order after each chunk."""
+    from sinkops.ops import prefill_backward as chunks
+    hq, dqk, topk = a.q.shape[1], a.q.shape[2], a.indices.shape[2]
+    deterministic = bool(a.deterministic)
+    ld = stage_topk(topk)
+
+    def launch(a):
+        dev, sq, skv = a.q.device, a.q.shape[0], a.kv.shape[0]
+        if topk == 0:  # no key is read: every gradient is 0 (the sink's too: every row is empty)
+            a.dq.zero_()
+            a.dkv.zero_()
+            if a.d_attn_sink is not None:
+                a.d_attn_sink.zero_()
+            return
+        rows = chunks.chunk_rows(sq, hq, topk, dqk, deterministic)
+        dsink_rows = torch.empty(sq, hq, dtype=torch.float32, device=dev) if a.attn_sink is not None else None
+        dkv_acc = torch.zeros(skv + 1, dqk, dtype=torch.float32, device=dev)
+        p_stage = torch.empty(rows, hq, ld, dtype=torch.bfloat16, device=dev)
+        dx_stage = torch.empty(rows, hq, ld, dtype=torch.bfloat16, device=dev)
+        det = torch.empty(rows, topk, dqk, dtype=torch.float32, device=dev) if deterministic else None
+        pos = torch.arange(topk, device=dev) if deterministic else None
+        for s0 in range(0, sq, rows):
+            n = min(rows, sq - s0)
+            bwd(tmpl, sparse_mla_backward_call(a, dsink_rows, dkv_acc, det, p_stage, dx_stage, s0, n), *where())
+            if deterministic:
+                chunks.sum_staged_key_gradients(dkv_acc, det, a, s0, n, pos)
+        a.dkv.copy_(dkv_acc[:skv].view(skv, 1, dqk))
+        if dsink_rows is not None:
+            torch.sum(dsink_rows, dim=0, out=a.d_attn_sink)
     return launch

@@ -57,8 +57,8 @@ _GPU_MARK = (pytest.mark.gpu,)
 _LOWP = (torch.bfloat16, torch.float16)
 
 _ALL = [
-    # the CUDA window backward is Hopper's (sm_90a): a `gpu` run on another GPU fails its tests
-    Target("cuda", "cuda", "cuda", "large", _GPU_MARK, window_dtypes=_LOWP, backward=("window",)),
+    # the CUDA backwards are Hopper's (sm_90a): a `gpu` run on another GPU fails their tests
+    Target("cuda", "cuda", "cuda", "large", _GPU_MARK, window_dtypes=_LOWP, backward=("window", "mla")),
     Target("triton", "triton", "cuda", "large", _GPU_MARK, window_dtypes=_LOWP + (torch.float32,),
            backward=("window", "mla")),
     Target("torch-gpu", "torch", "cuda", "small", _GPU_MARK, backward=("window", "mla")),

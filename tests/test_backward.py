@@ -284,12 +284,26 @@ def _pid(c):
 
 
 def _prefill_grads(target, case, sink, topk_length, g_out, g_lse, scale):
+    if target.backend == "cuda":  # auto keeps Triton's backward until the CUDA one is measured: by name
+        return _cuda_prefill_grads(case, sink, topk_length, g_out, g_lse, scale)
     q = case["q"].clone().requires_grad_()
     kv = case["kv"].clone().requires_grad_()
     s = None if sink is None else sink.clone().requires_grad_()
     out, _, lse = sinkops.sparse_mla_prefill(q, kv, case["indices"], scale, attn_sink=s, topk_length=topk_length,
                                              backend=target.backend)
     return torch.autograd.grad(_loss_grads((out, lse), g_out, g_lse), [q, kv] + ([s] if s is not None else [])), lse
+
+
+def _cuda_prefill_grads(case, sink, topk_length, g_out, g_lse, scale):
+    """_prefill_grads through the CUDA backward op itself: (dq, dkv[, dsink]) of the loss
+    _loss_grads takes (dout = g_out, dlse = g_lse where lse is finite), and lse."""
+    out, _, lse = sinkops.sparse_mla_prefill(case["q"], case["kv"], case["indices"], scale, attn_sink=sink,
+                                             topk_length=topk_length, backend="cuda")
+    dlse = torch.where(torch.isfinite(lse), g_lse, 0.0)
+    dq, dkv, ds = torch.ops.sinkops.sparse_mla_prefill_backward(
+        g_out, dlse, case["q"], case["kv"], case["indices"], out, lse, scale, 512, sink, topk_length,
+        torch.are_deterministic_algorithms_enabled(), "cuda")
+    return (dq, dkv) + ((ds,) if sink is not None else ()), lse
 
 
 @pytest.mark.parametrize("target, c", params(MLA_BACKWARD_TARGETS, PREFILL_CASES, op="mla", case_id=_pid))
@@ -420,12 +434,12 @@ def test_backward_deterministic(target):
         assert torch.equal(a, b)
 
 
-@pytest.mark.parametrize("target", params([t for t in MLA_BACKWARD_TARGETS if t.backend == "triton"]))
+@pytest.mark.parametrize("target", params([t for t in MLA_BACKWARD_TARGETS if t.backend in ("triton", "cuda")]))
 @pytest.mark.parametrize("deterministic", [False, True])
 def test_sparse_backward_in_query_chunks(target, deterministic, monkeypatch):
-    """The Triton backward stages P and dX per chunk of queries: chunks of 2 queries (3 launches
-    each of the dq and dkv kernels here) give the single-chunk result."""
-    import sinkops.triton.sparse_mla_backward as bwd
+    """The Triton and CUDA backwards stage P and dX per chunk of queries: chunks of 2 queries (3
+    launches each of the dq and dkv kernels here) give the single-chunk result."""
+    import sinkops.ops.prefill_backward as bwd
     dev = target.device
     pc = make_sparse_prefill_case(5, 24, 16, 576, 20, device=dev)
     sink = sinks_like(16, "dsv4").to(dev)
@@ -435,8 +449,8 @@ def test_sparse_backward_in_query_chunks(target, deterministic, monkeypatch):
     torch.use_deterministic_algorithms(deterministic)
     try:
         whole, _ = _prefill_grads(target, pc, sink, topk_length, g_out, g_lse, 0.04)
-        monkeypatch.setattr(bwd, "_STAGE_BYTES", 2 * 20 * 16 * 4)
-        monkeypatch.setattr(bwd, "_STAGE_DET_BYTES", 2 * 20 * 576 * 4)
+        monkeypatch.setattr(bwd, "STAGE_BYTES", 2 * 20 * 16 * 4)
+        monkeypatch.setattr(bwd, "STAGE_DET_BYTES", 2 * 20 * 576 * 4)
         chunked, _ = _prefill_grads(target, pc, sink, topk_length, g_out, g_lse, 0.04)
     finally:
         torch.use_deterministic_algorithms(False)

@@ -3,9 +3,9 @@ Triton backends: ragged shapes (empty segments, windows at edges, odd topk, ever
 instantiation, split and single-pass decode) and the device-side values no kernel may let out
 of bounds (docs/DESIGN.md §2): cu_seqlens negative / decreasing / past the end / INT32_MIN..MAX,
 indices INT32_MIN / INT32_MAX / -1 / past the pool, topk_length below 0 and above topk; the
-backward kernels (Triton's, the CUDA window backward) under the same values.
+backward kernels (Triton's, the CUDA window and sparse backwards) under the same values.
 
-    compute-sanitizer --tool memcheck python3 tools/sanitize_cases.py [cuda,triton] [backward,window,prefill,decode]
+    compute-sanitizer --tool memcheck python3 tools/sanitize_cases.py [cuda,triton] [backward,sparse_backward,window,prefill,decode]
 Prints one line per group; the sanitizer's own summary says whether anything was caught.
 """
 import os
@@ -19,7 +19,7 @@ dev = "cuda"
 torch.manual_seed(0)
 I32_MIN, I32_MAX = -2**31, 2**31 - 1
 BACKENDS = sys.argv[1].split(",") if len(sys.argv) > 1 else ["cuda", "triton"]
-GROUPS = sys.argv[2].split(",") if len(sys.argv) > 2 else ["backward", "window", "prefill", "decode"]
+GROUPS = sys.argv[2].split(",") if len(sys.argv) > 2 else ["backward", "sparse_backward", "window", "prefill", "decode"]
 failures = 0
 
 
@@ -159,9 +159,12 @@ def backward(backend):
                         *window_size, d ** -0.5, s.detach(), mode, False, "cuda")
                 else:
                     torch.autograd.grad((out.float().sum() + lse.nan_to_num(posinf=0).sum()), [q, k, v, s])
-    if backend != "triton":
-        return  # the sparse prefill backward is Triton's (and torch's)
-    for dqk, hq, topk in ((512, 8, 17), (576, 64, 70), (512, 128, 64)):
+
+
+def sparse_backward(backend):
+    """The sparse prefill backward under bad indices / topk_length, both dkv modes: Triton's through
+    autograd, the CUDA one (sm_90a) by name (auto keeps Triton's)."""
+    for dqk, hq, topk in ((512, 8, 17), (576, 64, 70), (512, 128, 64), (576, 100, 130)):
         q = torch.randn(5, hq, dqk, device=dev, dtype=torch.bfloat16, requires_grad=True)
         kv = torch.randn(100, 1, dqk, device=dev, dtype=torch.bfloat16, requires_grad=True)
         idx = torch.randint(-5, 110, (5, 1, topk), device=dev, dtype=torch.int32)
@@ -172,12 +175,18 @@ def backward(backend):
         for deterministic in (False, True):
             torch.use_deterministic_algorithms(deterministic)
             out, _, lse = sinkops.sparse_mla_prefill(q, kv, idx, 0.05, attn_sink=s, topk_length=tl, backend=backend)
-            torch.autograd.grad(out.float().sum() + lse.nan_to_num(posinf=0).sum(), [q, kv, s])
+            if backend == "cuda":
+                torch.ops.sinkops.sparse_mla_prefill_backward(
+                    torch.ones_like(out), torch.ones_like(lse), q.detach(), kv.detach(), idx, out, lse, 0.05, 512,
+                    s.detach(), tl, deterministic, "cuda")
+            else:
+                torch.autograd.grad(out.float().sum() + lse.nan_to_num(posinf=0).sum(), [q, kv, s])
         torch.use_deterministic_algorithms(False)
 
 
 for backend in BACKENDS:
-    for group, fn in (("backward", backward), ("window", window), ("prefill", prefill), ("decode", decode)):
+    for group, fn in (("backward", backward), ("sparse_backward", sparse_backward), ("window", window),
+                      ("prefill", prefill), ("decode", decode)):
         if group in GROUPS:
             run(f"{backend} {group}", lambda: fn(backend))
 print(f"sanitize cases: {failures} raised")

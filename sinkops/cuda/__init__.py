@@ -25,9 +25,9 @@ _LOWP = (torch.bfloat16, torch.float16)
 
 
 class CudaBackend:
-    # The window backward has Hopper kernels only: where they cannot run the call, supports() says
-    # why, and a CUDA forward's backward goes to auto's choice (partial_backward; docs/DECISIONS.md).
-    ops = backends.FORWARD_OPS | {"window_attention_backward"}
+    # The backwards have Hopper kernels only: where they cannot run the call, supports() says why,
+    # and a CUDA forward's backward goes to auto's choice (partial_backward; docs/DECISIONS.md).
+    ops = backends.FORWARD_OPS | {"window_attention_backward", "sparse_mla_prefill_backward"}
     partial_backward = True
 
     def __init__(self, module, name="cuda", device_type="cuda", import_error=""):

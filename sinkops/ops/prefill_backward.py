@@ -24,6 +24,35 @@ class SparseMlaPrefillBackwardArgs(prefill.SparseMlaPrefillArgs):
     __slots__ = ("dout", "dlse", "dq", "dkv", "d_attn_sink", "deterministic")
 
 
+# The backends' kernels stage P and dX ([queries, Hq, topk] bf16 each) for at most this many bytes
+# of queries at a time (their dq and dkv kernels alternate per chunk); the deterministic mode's
+# per-(query, position) key gradients likewise.
+STAGE_BYTES = 1 << 28
+STAGE_DET_BYTES = 1 << 30
+
+
+def chunk_rows(sq: int, hq: int, topk: int, dqk: int, deterministic: bool) -> int:
+    """Queries per chunk: P and dX staged in bf16 (and the deterministic key gradients in float32)
+    fit their budgets; at most 65535 (the dkv kernels' grid)."""
+    chunk = STAGE_BYTES // max(1, topk * hq * 4)
+    if deterministic:
+        chunk = min(chunk, STAGE_DET_BYTES // max(1, topk * dqk * 4))
+    return max(1, min(chunk, 65535, sq))
+
+
+def sum_staged_key_gradients(dkv_acc, det, a, s0: int, n: int, positions) -> None:
+    """Deterministic mode: adds the staged key gradients of queries [s0, s0 + n) (det: float32
+    [n, topk, Dqk], zeros for invalid positions) into dkv_acc [Skv + 1, Dqk] in a fixed order
+    (torch's sorted index_put_ with accumulate; invalid positions go to row Skv)."""
+    skv, topk = a.kv.shape[0], a.indices.shape[-1]
+    idx = a.indices[s0:s0 + n, 0, :]
+    ok = (idx >= 0) & (idx < skv)
+    if a.topk_length is not None:
+        ok &= positions[None, :] < a.topk_length[s0:s0 + n, None].clamp(0, topk)
+    target = torch.where(ok, idx.to(torch.int64), skv).reshape(-1)
+    dkv_acc.index_put_((target,), det[:n].reshape(-1, dkv_acc.shape[1]), accumulate=True)
+
+
 class _Plan:
     __slots__ = ("fwd", "launch", "backend")
 

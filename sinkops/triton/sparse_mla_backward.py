@@ -16,8 +16,8 @@ Two kernels per chunk of queries (v2; bench/NOTES.md "Backward"), 5 matmuls as t
   registers, then one float32 atomic add per (gathered row, channel) — or, deterministic, stored
   per (query, position) for torch's sorted index_put_ to sum in a fixed order. Invalid positions
   add nothing.
-The staging is transient, at most _STAGE_BYTES per chunk of queries (nothing is saved for backward
-beyond (out, lse)).
+The staging is transient, at most STAGE_BYTES per chunk of queries (sinkops/ops/prefill_backward.py,
+shared with the CUDA backward; nothing is saved for backward beyond (out, lse)).
 """
 from __future__ import annotations
 
@@ -25,13 +25,9 @@ import torch
 import triton
 import triton.language as tl
 
+from sinkops.ops import prefill_backward as _chunks
 from sinkops.triton._launch import KernelLauncher, cdiv as _cdiv, interpreted
 from sinkops.triton.sparse_mla import _D_MAIN, _D_ROPE, D_MAIN, LOG2E, _dot, _load_head_rows, _to_bf16
-
-# P and dX are staged for at most this many bytes of queries at a time (the dq and dkv kernels
-# alternate per chunk); the deterministic mode's per-(query, position) gradients likewise.
-_STAGE_BYTES = 1 << 28
-_STAGE_DET_BYTES = 1 << 30
 
 
 @triton.jit
@@ -221,18 +217,12 @@ def prepare(a):
 
     def launch(a):
         dev, sq, skv = a.q.device, a.q.shape[0], a.kv.shape[0]
-        # queries per chunk: P and dX staged in bf16 (and the deterministic gradients in float32)
-        # fit their budgets; at most 65535 (the dkv grid's second dimension)
-        chunk = _STAGE_BYTES // max(1, topk * hq * 4)
-        if deterministic:
-            chunk = min(chunk, _STAGE_DET_BYTES // max(1, topk * dqk * 4))
-        chunk = max(1, min(chunk, 65535))
+        rows = _chunks.chunk_rows(sq, hq, topk, dqk, deterministic)
         dsink_rows = torch.empty(sq, hq, dtype=torch.float32, device=dev) if a.attn_sink is not None else a.lse
         sink = a.attn_sink if a.attn_sink is not None else a.lse
         topk_len = a.topk_length if a.topk_length is not None else a.indices
         dlse = a.dlse if a.dlse is not None else a.lse
         dkv_acc = torch.zeros(skv + 1, dqk, dtype=torch.float32, device=dev)  # + a row for invalid positions
-        rows = min(chunk, sq)
         p_stage = torch.empty(rows, topk, hq, dtype=torch.bfloat16, device=dev)
         dx_stage = torch.empty(rows, topk, hq, dtype=torch.bfloat16, device=dev)
         det = torch.empty(rows, topk, dqk, dtype=torch.float32, device=dev) if a.deterministic else dkv_acc
@@ -249,13 +239,7 @@ def prepare(a):
                 skv, s0, hq, topk, a.q.stride(0), a.q.stride(1), a.indices.stride(0), a.dout.stride(0),
                 a.dout.stride(1)), dev)
             if a.deterministic:
-                idx = a.indices[s0:s0 + n, 0, :]
-                ok = (idx >= 0) & (idx < skv)
-                if a.topk_length is not None:
-                    ok &= pos[None, :] < a.topk_length[s0:s0 + n, None].clamp(0, topk)
-                target = torch.where(ok, idx.to(torch.int64), skv).reshape(-1)
-                # sorted, fixed-order accumulation of duplicates (torch's CUDA index_put_ with accumulate)
-                dkv_acc.index_put_((target,), det[:n].reshape(-1, dqk), accumulate=True)
+                _chunks.sum_staged_key_gradients(dkv_acc, det, a, s0, n, pos)
         a.dkv.copy_(dkv_acc[:skv].view(skv, 1, dqk))
         if a.attn_sink is not None:
             torch.sum(dsink_rows, dim=0, out=a.d_attn_sink)

@@ -4,6 +4,7 @@
 #pragma once
 #include <string>
 
+#include "sinkops/sparse_mla_backward_params.h"
 #include "sinkops/sparse_mla_params.h"
 #include "sinkops/window_attention_backward_params.h"
 #include "sinkops/window_attention_params.h"
@@ -14,6 +15,11 @@ namespace sinkops::cuda::sm90 {
 // out 16-byte aligned (rows are stored in 16-byte chunks).
 int sparse_mla_prefill_smem_bytes(int d_qk);
 void sparse_mla_prefill(const SparseMlaPrefillParams& params, void* stream);
+
+// csrc/cuda/sm90/sparse_mla_backward_sm90.cu: one chunk of queries of the prefill's backward (the dq
+// kernel, then the dkv kernel); h_q <= 128, d_qk 512 or 576, sm_scale > 0, 16-byte rows.
+int sparse_mla_backward_smem_bytes(int d_qk);
+void sparse_mla_backward(const SparseMlaBackwardParams& params, void* stream);
 
 // csrc/cuda/sm90/sparse_mla_decode_sm90.cu: any h_q (64-head tiles), both layouts, both pools;
 // out 16-byte aligned. Its split plan counts steps of sparse_mla_decode_step_keys() keys.

@@ -16,6 +16,7 @@
 #include <type_traits>
 
 #include "sinkops/error.h"
+#include "sinkops/sparse_mla_backward_params.h"
 #include "sinkops/sparse_mla_params.h"
 #include "sinkops/window_attention_backward_params.h"
 #include "sinkops/window_attention_params.h"
@@ -116,6 +117,7 @@ inline void bind_params(py::module_& m) {
   bind_struct<WindowAttentionParams>(m, "WindowAttentionParams");
   bind_struct<WindowAttentionBackwardParams>(m, "WindowAttentionBackwardParams");
   bind_struct<SparseMlaPrefillParams>(m, "SparseMlaPrefillParams");
+  bind_struct<SparseMlaBackwardParams>(m, "SparseMlaBackwardParams");
   bind_struct<KvPool>(m, "KvPool");
   bind_struct<SparseMlaDecodeParams>(m, "SparseMlaDecodeParams");
   // Enum values as the Python side mirrors them (sinkops/_native.py checks these).

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "sinkops/error.h"
+#include "sinkops/sparse_mla_backward_params.h"
 #include "sinkops/sparse_mla_params.h"
 #include "sinkops/window_attention_backward_params.h"
 #include "sinkops/window_attention_params.h"
@@ -28,6 +29,11 @@ std::string window_attention_path(const WindowAttentionParams& params);
 // csrc/cuda/window_attention_backward.cu: dq, dk, dv and the rows' sink gradients (sm_90a only).
 std::string window_attention_backward_unsupported(const WindowAttentionBackwardParams& params);
 void window_attention_backward(const WindowAttentionBackwardParams& params, void* stream);
+
+// csrc/cuda/sparse_mla_backward.cu: one chunk of queries of sparse_mla_prefill's backward (dq, the
+// rows' sink gradients, the key gradients into dkv_acc or det_stage; sm_90a only).
+std::string sparse_mla_backward_unsupported(const SparseMlaBackwardParams& params);
+void sparse_mla_backward(const SparseMlaBackwardParams& params, void* stream);
 
 // csrc/cuda/sparse_mla_prefill*.cu
 std::string sparse_mla_prefill_unsupported(const SparseMlaPrefillParams& params);

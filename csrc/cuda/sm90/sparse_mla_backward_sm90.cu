@@ -1,0 +1,38 @@
+// Launcher of the sm_90a sparse MLA prefill backward (sparse_mla_backward_sm90.cuh): per call one
+// chunk of queries, the dq kernel then the dkv kernel on the caller's stream. The portable entry
+// point (csrc/cuda/sparse_mla_backward.cu) has validated the params and decides when this runs.
+#include "../kernel_launch.cuh"
+#include "sm90_api.h"
+#include "sparse_mla_backward_sm90.cuh"
+
+namespace sinkops::cuda::sm90 {
+
+namespace {
+template <int kDqk, int kHeadsPad>
+void launch(const SparseMlaBackwardParams& p, cudaStream_t stream) {
+  using Dq = SparseMlaBwdDqConfig<kDqk>;
+  using Dkv = SparseMlaBwdDkvConfig<kDqk, kHeadsPad>;
+  constexpr auto dq_kernel = sparse_mla_bwd_dq_sm90_kernel<kDqk>;
+  constexpr auto dkv_kernel = sparse_mla_bwd_dkv_sm90_kernel<kDqk, kHeadsPad>;
+  reserve_dynamic_smem<dq_kernel>(Dq::kSmemBytes, "sparse_mla_prefill_backward dq (sm90)");
+  reserve_dynamic_smem<dkv_kernel>(Dkv::kSmemBytes, "sparse_mla_prefill_backward dkv (sm90)");
+  const auto rows = static_cast<unsigned>(p.chunk_rows);
+  dq_kernel<<<dim3(rows, static_cast<unsigned>((p.h_q + 63) / 64)), Dq::kThreads, Dq::kSmemBytes, stream>>>(p);
+  check_launch("sparse_mla_prefill_backward dq (sm90)");
+  dkv_kernel<<<dim3(static_cast<unsigned>((p.topk + 63) / 64), rows), Dkv::kThreads, Dkv::kSmemBytes, stream>>>(p);
+  check_launch("sparse_mla_prefill_backward dkv (sm90)");
+}
+}  // namespace
+
+int sparse_mla_backward_smem_bytes(int d_qk) {
+  return d_qk == 576 ? SparseMlaBwdDqConfig<576>::kSmemBytes : SparseMlaBwdDqConfig<512>::kSmemBytes;
+}
+
+void sparse_mla_backward(const SparseMlaBackwardParams& p, void* stream) {
+  auto s = static_cast<cudaStream_t>(stream);
+  const bool wide = p.h_q > 64;
+  if (p.d_qk == 576) return wide ? launch<576, 128>(p, s) : launch<576, 64>(p, s);
+  return wide ? launch<512, 128>(p, s) : launch<512, 64>(p, s);
+}
+
+}  // namespace sinkops::cuda::sm90
