@@ -236,6 +236,12 @@ def launcher(mod, a, where, decode_plan=None):
     return launch
 
 
+def _aligned(t):
+    """The backward kernels copy 16-byte chunks: a view that starts mid-chunk is copied (same strides:
+    the template's)."""
+    return t if t.data_ptr() % 16 == 0 else t.new_empty_strided(t.shape, t.stride()).copy_(t)
+
+
 def _window_backward_launcher(bwd, tmpl, a, where):
     """mod.window_attention_bwd(template, call fields, *where()) with the row workspaces it needs
     (r and delta, written by its dq kernel and read by its dk/dv kernel; each row's sink gradient,
@@ -243,14 +249,11 @@ def _window_backward_launcher(bwd, tmpl, a, where):
     gradients and of the row workspaces, so nothing is zero-filled unless nothing attends."""
     hq = a.q.shape[1]
 
-    def aligned(t):  # the kernels copy 16-byte chunks: a view that starts mid-chunk is copied (same strides:
-        return t if t.data_ptr() % 16 == 0 else t.new_empty_strided(t.shape, t.stride()).copy_(t)  # the template's)
-
     def launch(a):
         if a.max_seqlen_q <= 0 or a.max_seqlen_k <= 0 or a.batch <= 0:
             a.zero_gradients()
             return
-        a.q, a.k, a.v, a.out, a.dout = (aligned(t) for t in (a.q, a.k, a.v, a.out, a.dout))
+        a.q, a.k, a.v, a.out, a.dout = (_aligned(t) for t in (a.q, a.k, a.v, a.out, a.dout))
         rows = torch.empty(2 if a.dsinks is None else 3, hq, a.total_q, dtype=torch.float32, device=a.q.device)
         dsink_rows = None if a.dsinks is None else rows[2]
         bwd(tmpl, window_attention_backward_call(a, rows[0], rows[1], dsink_rows), *where())
@@ -279,6 +282,7 @@ def _sparse_backward_launcher(bwd, tmpl, a, where):
             if a.d_attn_sink is not None:
                 a.d_attn_sink.zero_()
             return
+        a.q, a.kv, a.out, a.dout = (_aligned(t) for t in (a.q, a.kv, a.out, a.dout))
         rows = chunks.chunk_rows(sq, hq, topk, dqk, deterministic)
         dsink_rows = torch.empty(sq, hq, dtype=torch.float32, device=dev) if a.attn_sink is not None else None
         dkv_acc = torch.zeros(skv + 1, dqk, dtype=torch.float32, device=dev)

@@ -111,6 +111,19 @@ inline bool use_sm90(const DeviceInfo& info) {
 #endif
 }
 
+// Why the Hopper-only kernels (the backwards) cannot run on `info`'s device, or "" when they can.
+inline std::string sm90_only_unavailable(const DeviceInfo& info) {
+#ifdef SINKOPS_SM90
+  if (use_sm90(info)) return "";
+  return "the CUDA backward kernels are sm_90a (Hopper) only; this GPU is sm_" + std::to_string(info.cc_major) +
+         std::to_string(info.cc_minor) + " (or SINKOPS_CUDA_SM80=1 is set)";
+#else
+  (void)info;
+  return "the CUDA backward kernels are sm_90a (Hopper) only, and this build has none (90a not among "
+         "SINKOPS_CUDA_ARCHS, or no CuTe headers)";
+#endif
+}
+
 // Lets kKernel use `bytes` of dynamic shared memory on the current device. The limit is a property
 // of the function on each device, so it is raised once rather than on every launch. max_carveout:
 // also ask for the SM's largest shared-memory carveout, for kernels that want several CTAs of

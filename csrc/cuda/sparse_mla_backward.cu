@@ -25,19 +25,14 @@ std::string sparse_mla_backward_unsupported(const SparseMlaBackwardParams& p) {
     return "q, kv, out and dout rows must be 16-byte aligned";
   if (p.dq_row_stride % 2 || p.dq_head_stride % 2) return "dq rows must be 4-byte aligned";
   if (p.stage_topk % 8 || p.stage_topk < p.topk) return "stage_topk must be topk rounded up to a multiple of 8";
-#ifdef SINKOPS_SM90
   const DeviceInfo& info = device_info(current_device());
-  if (!use_sm90(info))
-    return "the CUDA backward kernels are sm_90a (Hopper) only; this GPU is sm_" + std::to_string(info.cc_major) +
-           std::to_string(info.cc_minor) + " (or SINKOPS_CUDA_SM80=1 is set)";
+  if (std::string why = sm90_only_unavailable(info); !why.empty()) return why;
+#ifdef SINKOPS_SM90
   if (sm90::sparse_mla_backward_smem_bytes(p.d_qk) > info.smem_optin)
     return "needs " + std::to_string(sm90::sparse_mla_backward_smem_bytes(p.d_qk)) +
            " bytes of shared memory per block, this GPU allows " + std::to_string(info.smem_optin);
-  return "";
-#else
-  return "the CUDA backward kernels are sm_90a (Hopper) only, and this build has none (90a not among "
-         "SINKOPS_CUDA_ARCHS, or no CuTe headers)";
 #endif
+  return "";
 }
 
 void sparse_mla_backward(const SparseMlaBackwardParams& p, void* stream) {

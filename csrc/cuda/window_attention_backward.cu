@@ -15,15 +15,12 @@ namespace sinkops::cuda {
 std::string window_attention_backward_unsupported(const WindowAttentionBackwardParams& p) {
   if (p.dtype != DType::kBFloat16 && p.dtype != DType::kFloat16) return "dtype must be bfloat16 or float16";
   if (p.h_k < 1 || p.h_q % p.h_k != 0) return "h_q must be a multiple of h_k";
-#ifdef SINKOPS_SM90
   const DeviceInfo& info = device_info(current_device());
-  if (!use_sm90(info))
-    return "the CUDA backward kernels are sm_90a (Hopper) only; this GPU is sm_" + std::to_string(info.cc_major) +
-           std::to_string(info.cc_minor) + " (or SINKOPS_CUDA_SM80=1 is set)";
+  if (std::string why = sm90_only_unavailable(info); !why.empty()) return why;
+#ifdef SINKOPS_SM90
   return sm90::window_attention_backward_unsupported(p, info.smem_optin);
 #else
-  return "the CUDA backward kernels are sm_90a (Hopper) only, and this build has none (90a not among "
-         "SINKOPS_CUDA_ARCHS, or no CuTe headers)";
+  return "";  // not reached: a build without sm_90a kernels answered above
 #endif
 }
 

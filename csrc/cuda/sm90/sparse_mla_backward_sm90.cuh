@@ -37,7 +37,10 @@ struct SparseMlaBwdDqConfig {
   static constexpr int kVTiles = kDv / 64;  // the tiles dP reads
   static constexpr int kLeftTiles = 4;      // region L: tiles 0..3 = WG0's dq channels
   static constexpr int kThreads = 384;
-  static constexpr int kConsumerRegs = 232, kProducerRegs = 48;  // 2 x 128 x 232 + 128 x 48 = 64K
+  // setmaxnreg moves registers within the block's launch allocation, 384 x 168 = 64512 (ptxas's count
+  // at __launch_bounds__(384, 1)): 2 x 128 x 232 + 128 x 40 = 64512. More would leave a consumer
+  // warp waiting in setmaxnreg.inc forever.
+  static constexpr int kConsumerRegs = 232, kProducerRegs = 40;
 
   // [rows, 64 T] bf16, K-major, 128-byte swizzle; tile t (channels 64t..) contiguous at 64 rows x 64 t.
   template <int T>
@@ -122,16 +125,6 @@ __device__ __forceinline__ void dq_consumer(const SparseMlaBackwardParams& p, ty
 
   float lse2[2], rr[2], delta[2];
   sm.q_ready.wait(0);
-  if (n_steps > 0) {
-    sm.rows_ready.wait(0);
-    CUTLASS_PRAGMA_UNROLL
-    for (int h = 0; h < 2; ++h) {
-      const int r = acc_row(h, t);
-      lse2[h] = sm.lse2[r];
-      rr[h] = sm.r[r];
-      delta[h] = sm.delta[r];
-    }
-  }
   const int stage_ld = p.stage_topk;
   const int64_t stage_head0 = (row_in_chunk * p.h_q + head0) * stage_ld;  // [chunk rows, h_q, stage_topk]
   for (int step = 0; step < n_steps; ++step) {
@@ -144,6 +137,16 @@ __device__ __forceinline__ void dq_consumer(const SparseMlaBackwardParams& p, ty
     warpgroup_commit_batch();
     warpgroup_wait<0>();
 
+    if (step == 0) {  // the row terms: the producer computed them while the first products ran
+      sm.rows_ready.wait(0);
+      CUTLASS_PRAGMA_UNROLL
+      for (int h = 0; h < 2; ++h) {
+        const int r = acc_row(h, t);
+        lse2[h] = sm.lse2[r];
+        rr[h] = sm.r[r];
+        delta[h] = sm.delta[r];
+      }
+    }
     // P and dX (masked keys and rows without keys: 0), the bf16 stages of keys < stage_topk
     sm.valid_ready[c].wait(phase);
     const int key0 = (2 * step + c) * kKeys;
@@ -279,7 +282,7 @@ __global__ void __launch_bounds__(384, 1) sparse_mla_bwd_dq_sm90_kernel(const __
       if (live && seen) {
         const bf16* o = static_cast<const bf16*>(p.out) + q_idx * p.out_row_stride + head * p.out_head_stride + half * 256;
         const bf16* g = static_cast<const bf16*>(p.dout) + q_idx * p.dout_row_stride + head * p.dout_head_stride + half * 256;
-#pragma unroll 4
+#pragma unroll 1  // 40 registers: unrolled, the loads spill
         for (int c = 0; c < 32; ++c) {
           const uint4 ov = reinterpret_cast<const uint4*>(o)[c], gv = reinterpret_cast<const uint4*>(g)[c];
           const __nv_bfloat162* o2 = reinterpret_cast<const __nv_bfloat162*>(&ov);
