@@ -373,6 +373,16 @@ __global__ void __launch_bounds__(384, 1) sparse_mla_bwd_dq_sm90_kernel(const __
 
 // ------------------------------------------------------------------------------------- dkv
 
+// Tuning knobs of the dkv kernel (bench/NOTES.md "Sparse backward, sm90"): SINKOPS_SBWD_SCALAR_RED
+// adds each float of a pair with its own reduction instead of one float2 atomicAdd;
+// SINKOPS_SBWD_NO_PREFETCH drops the cp.asyncs' 256-byte L2 prefetch hint.
+#ifndef SINKOPS_SBWD_SCALAR_RED
+#define SINKOPS_SBWD_SCALAR_RED 0
+#endif
+#ifndef SINKOPS_SBWD_NO_PREFETCH
+#define SINKOPS_SBWD_NO_PREFETCH 0
+#endif
+
 template <int kDqk, int kHeadsPad>
 struct SparseMlaBwdDkvConfig {
   static_assert(kHeadsPad == 64 || kHeadsPad == 128, "h_q <= 128 (the MMA's K, padded)");
@@ -414,7 +424,12 @@ __global__ void __launch_bounds__(128) sparse_mla_bwd_dkv_sm90_kernel(const __gr
     for (int i = t; i < kHeadsPad * 8; i += C::kThreads) {
       const int k = i / 8, j = i % 8;
       const bool ok = k < p.h_q && 8 * j < valid_from;
-      cp_async_16_zfill_l2(&s(8 * j, k), src_row0 + (ok ? k * head_stride + 8 * j : 0), ok);
+      const bf16* src = src_row0 + (ok ? k * head_stride + 8 * j : 0);
+      if constexpr (SINKOPS_SBWD_NO_PREFETCH)
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(cast_smem_ptr_to_uint(&s(8 * j, k))),
+                     "l"(src), "r"(ok ? 16 : 0));
+      else
+        cp_async_16_zfill_l2(&s(8 * j, k), src, ok);
     }
   };
   // the stages: positions pos0.. of every head; entries >= n were never written (zeros here)
@@ -471,7 +486,13 @@ __global__ void __launch_bounds__(128) sparse_mla_bwd_dkv_sm90_kernel(const __gr
           *reinterpret_cast<float2*>(p.det_stage + at) = make_float2(acc(i), acc(i + 1));
         }
       } else if (valid[h]) {
-        atomicAdd(reinterpret_cast<float2*>(p.dkv_acc + slot[h] * kDqk + col), make_float2(acc(i), acc(i + 1)));
+        float* at = p.dkv_acc + slot[h] * kDqk + col;
+        if constexpr (SINKOPS_SBWD_SCALAR_RED) {
+          atomicAdd(at, acc(i));
+          atomicAdd(at + 1, acc(i + 1));
+        } else {
+          atomicAdd(reinterpret_cast<float2*>(at), make_float2(acc(i), acc(i + 1)));
+        }
       }
     }
   }
