@@ -424,12 +424,12 @@ __global__ void __launch_bounds__(128) sparse_mla_bwd_dkv_sm90_kernel(const __gr
     for (int i = t; i < kHeadsPad * 8; i += C::kThreads) {
       const int k = i / 8, j = i % 8;
       const bool ok = k < p.h_q && 8 * j < valid_from;
-      const bf16* src = src_row0 + (ok ? k * head_stride + 8 * j : 0);
-      if constexpr (SINKOPS_SBWD_NO_PREFETCH)
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(cast_smem_ptr_to_uint(&s(8 * j, k))),
-                     "l"(src), "r"(ok ? 16 : 0));
-      else
-        cp_async_16_zfill_l2(&s(8 * j, k), src, ok);
+#if SINKOPS_SBWD_NO_PREFETCH
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(cast_smem_ptr_to_uint(&s(8 * j, k))),
+                   "l"(src_row0 + (ok ? k * head_stride + 8 * j : 0)), "r"(ok ? 16 : 0));
+#else
+      cp_async_16_zfill_l2(&s(8 * j, k), src_row0 + (ok ? k * head_stride + 8 * j : 0), ok);
+#endif
     }
   };
   // the stages: positions pos0.. of every head; entries >= n were never written (zeros here)
@@ -486,13 +486,12 @@ __global__ void __launch_bounds__(128) sparse_mla_bwd_dkv_sm90_kernel(const __gr
           *reinterpret_cast<float2*>(p.det_stage + at) = make_float2(acc(i), acc(i + 1));
         }
       } else if (valid[h]) {
-        float* at = p.dkv_acc + slot[h] * kDqk + col;
-        if constexpr (SINKOPS_SBWD_SCALAR_RED) {
-          atomicAdd(at, acc(i));
-          atomicAdd(at + 1, acc(i + 1));
-        } else {
-          atomicAdd(reinterpret_cast<float2*>(at), make_float2(acc(i), acc(i + 1)));
-        }
+#if SINKOPS_SBWD_SCALAR_RED
+        atomicAdd(p.dkv_acc + slot[h] * kDqk + col, acc(i));
+        atomicAdd(p.dkv_acc + slot[h] * kDqk + col + 1, acc(i + 1));
+#else
+        atomicAdd(reinterpret_cast<float2*>(p.dkv_acc + slot[h] * kDqk + col), make_float2(acc(i), acc(i + 1)));
+#endif
       }
     }
   }
