@@ -159,8 +159,8 @@ def prefill_row(case, deterministic, backend="triton"):
     return row
 
 
-def by_kernel(label, fn, calls=20):
-    """Prints the GPU time per call of fn, by kernel (torch.profiler)."""
+def kernel_times(fn, calls=20) -> dict:
+    """{kernel name: GPU µs per call of fn} (torch.profiler), longest first."""
     from torch.profiler import ProfilerActivity, profile
 
     fn()
@@ -169,10 +169,15 @@ def by_kernel(label, fn, calls=20):
         for _ in range(calls):
             fn()
         torch.cuda.synchronize()
+    events = sorted(prof.key_averages(), key=lambda e: -e.device_time_total)
+    return {ev.key: ev.device_time_total / calls for ev in events if ev.device_time_total > 0}
+
+
+def by_kernel(label, fn, calls=20):
+    """Prints the GPU time per call of fn, by kernel."""
     print(f"\n{label}, by kernel ({calls} calls)")
-    for ev in sorted(prof.key_averages(), key=lambda e: -e.device_time_total)[:8]:
-        if ev.device_time_total > 0:
-            print(f"  {ev.key[:70]:70s} {ev.device_time_total / calls:8.1f} µs")
+    for key, us in list(kernel_times(fn, calls).items())[:8]:
+        print(f"  {key[:70]:70s} {us:8.1f} µs")
 
 
 def kernel_breakdown(case):

@@ -4,29 +4,27 @@ kernels by torch.profiler (bench/NOTES.md "Sparse backward, sm90").
 
     PYTHONPATH=/tmp/site_V python3 tools/prof/sparse_bwd_variants.py LABEL [--backend cuda|triton]
 """
+import os
 import sys
 
 import torch
 import triton.testing
-from torch.profiler import ProfilerActivity, profile
 
 import sinkops
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
+from bench_backward import kernel_times  # noqa: E402
 
 CASES = [("V4-Pro", 4096, 32768, 128, 512, 1152), ("V4-Flash", 4096, 32768, 64, 512, 640)]
 
 
 def kernels(fn, calls=3):
-    fn()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(calls):
-            fn()
-        torch.cuda.synchronize()
+    """GPU µs per call of the dq and the dkv kernels (either backend's names)."""
     out = {}
-    for ev in prof.key_averages():
+    for key, us in kernel_times(fn, calls).items():
         for part in ("dq", "dkv"):
-            if f"bwd_{part}_" in ev.key:
-                out[part] = out.get(part, 0.0) + ev.device_time_total / calls
+            if f"bwd_{part}_" in key:
+                out[part] = out.get(part, 0.0) + us
     return out
 
 
