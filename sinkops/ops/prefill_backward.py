@@ -24,7 +24,7 @@ class SparseMlaPrefillBackwardArgs(prefill.SparseMlaPrefillArgs):
     __slots__ = ("dout", "dlse", "dq", "dkv", "d_attn_sink", "deterministic")
 
 
-# The backends' kernels stage P and dX ([queries, Hq, topk] bf16 each) for at most this many bytes
+# The backends' kernels stage P and dX (bf16, Hq x topk entries a query each) for at most this many bytes
 # of queries at a time (their dq and dkv kernels alternate per chunk); the deterministic mode's
 # per-(query, position) key gradients likewise.
 STAGE_BYTES = 1 << 28
