@@ -375,12 +375,16 @@ __global__ void __launch_bounds__(384, 1) sparse_mla_bwd_dq_sm90_kernel(const __
 
 // Tuning knobs of the dkv kernel (bench/NOTES.md "Sparse backward, sm90"): SINKOPS_SBWD_SCALAR_RED
 // adds each float of a pair with its own reduction instead of one float2 atomicAdd;
-// SINKOPS_SBWD_NO_PREFETCH drops the cp.asyncs' 256-byte L2 prefetch hint.
+// SINKOPS_SBWD_NO_PREFETCH drops the cp.asyncs' 256-byte L2 prefetch hint; SINKOPS_SBWD_OVERLAP
+// issues a chunk's reductions while the next chunk's products run (two accumulators).
 #ifndef SINKOPS_SBWD_SCALAR_RED
 #define SINKOPS_SBWD_SCALAR_RED 0
 #endif
 #ifndef SINKOPS_SBWD_NO_PREFETCH
 #define SINKOPS_SBWD_NO_PREFETCH 0
+#endif
+#ifndef SINKOPS_SBWD_OVERLAP
+#define SINKOPS_SBWD_OVERLAP 0
 #endif
 
 template <int kDqk, int kHeadsPad>
@@ -459,9 +463,65 @@ __global__ void __launch_bounds__(128) sparse_mla_bwd_dkv_sm90_kernel(const __gr
   }
 
   typename C::Mma mma;
-  Tensor acc = partition_fragment_C(mma, Shape<_64, _64>{});
   auto sDx = make_tensor(make_smem_ptr(sm.dx), typename C::Operand{});
   auto sP = make_tensor(make_smem_ptr(sm.p), typename C::Operand{});
+  // chunk's products into a (issued and committed, not waited for)
+  auto issue_chunk = [&](int chunk, auto& a) {
+    if (chunk + 1 < C::kChunks) cp_async_wait_group<1>(); else cp_async_wait_group<0>();
+    cutlass::arch::fence_view_async_shared();  // cp.async's generic-proxy writes -> the wgmma reads
+    __syncthreads();
+    auto sQc = make_tensor(make_smem_ptr(sm.q[chunk % 2]), typename C::Operand{});
+    wgmma_ss(mma, sDx, sQc, a, true, t);  // scale dX^T q[:, chunk]
+    if (chunk < C::kVChunks) {  // a compile-time branch once the loop is unrolled
+      auto sDoc = make_tensor(make_smem_ptr(sm.dout[chunk % 2]), typename C::Operand{});
+      wgmma_ss(mma, sP, sDoc, a, false, t);  // + P^T dO[:, chunk]
+    }
+    warpgroup_commit_batch();
+  };
+  // waits for the products, frees the chunk's buffer for chunk + 2
+  auto retire_chunk = [&](int chunk) {
+    warpgroup_wait<0>();
+    __syncthreads();  // every thread's products of this buffer are done
+    if (chunk + 2 < C::kChunks) load_chunk(chunk + 2);
+  };
+  // the chunk's gradient columns, added (or staged) from accumulator a
+  auto reduce_chunk = [&](int chunk, const auto& a) {
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < size(a); i += 2) {
+      const int h = (i / 2) % 2, col = chunk * 64 + acc_col(i, t);
+      if (p.deterministic) {
+        if (in_topk[h]) {
+          const int64_t at = (row_in_chunk * p.topk + pos0 + acc_row(h, t)) * kDqk + col;
+          *reinterpret_cast<float2*>(p.det_stage + at) = make_float2(a(i), a(i + 1));
+        }
+      } else if (valid[h]) {
+#if SINKOPS_SBWD_SCALAR_RED
+        atomicAdd(p.dkv_acc + slot[h] * kDqk + col, a(i));
+        atomicAdd(p.dkv_acc + slot[h] * kDqk + col + 1, a(i + 1));
+#else
+        atomicAdd(reinterpret_cast<float2*>(p.dkv_acc + slot[h] * kDqk + col), make_float2(a(i), a(i + 1)));
+#endif
+      }
+    }
+  };
+#if SINKOPS_SBWD_OVERLAP
+  // two accumulators: chunk c's reductions are issued while chunk c + 1's products run
+  Tensor acc0 = partition_fragment_C(mma, Shape<_64, _64>{});
+  Tensor acc1 = partition_fragment_C(mma, Shape<_64, _64>{});
+  CUTLASS_PRAGMA_UNROLL
+  for (int chunk = 0; chunk < C::kChunks; ++chunk) {
+    if (chunk % 2 == 0) {
+      issue_chunk(chunk, acc0);
+      if (chunk > 0) reduce_chunk(chunk - 1, acc1);
+    } else {
+      issue_chunk(chunk, acc1);
+      reduce_chunk(chunk - 1, acc0);
+    }
+    retire_chunk(chunk);
+  }
+  if (C::kChunks % 2 == 1) reduce_chunk(C::kChunks - 1, acc0); else reduce_chunk(C::kChunks - 1, acc1);
+#else
+  Tensor acc = partition_fragment_C(mma, Shape<_64, _64>{});
   CUTLASS_PRAGMA_UNROLL
   for (int chunk = 0; chunk < C::kChunks; ++chunk) {
     if (chunk + 1 < C::kChunks) cp_async_wait_group<1>(); else cp_async_wait_group<0>();
@@ -477,24 +537,9 @@ __global__ void __launch_bounds__(128) sparse_mla_bwd_dkv_sm90_kernel(const __gr
     warpgroup_wait<0>();
     __syncthreads();  // every thread's products of this buffer are done
     if (chunk + 2 < C::kChunks) load_chunk(chunk + 2);
-    CUTLASS_PRAGMA_UNROLL
-    for (int i = 0; i < size(acc); i += 2) {
-      const int h = (i / 2) % 2, col = chunk * 64 + acc_col(i, t);
-      if (p.deterministic) {
-        if (in_topk[h]) {
-          const int64_t at = (row_in_chunk * p.topk + pos0 + acc_row(h, t)) * kDqk + col;
-          *reinterpret_cast<float2*>(p.det_stage + at) = make_float2(acc(i), acc(i + 1));
-        }
-      } else if (valid[h]) {
-#if SINKOPS_SBWD_SCALAR_RED
-        atomicAdd(p.dkv_acc + slot[h] * kDqk + col, acc(i));
-        atomicAdd(p.dkv_acc + slot[h] * kDqk + col + 1, acc(i + 1));
-#else
-        atomicAdd(reinterpret_cast<float2*>(p.dkv_acc + slot[h] * kDqk + col), make_float2(acc(i), acc(i + 1)));
-#endif
-      }
-    }
+    reduce_chunk(chunk, acc);
   }
+#endif
 #endif
 }
 
