@@ -39,9 +39,9 @@ AUTO_ORDER = {
              "sparse_mla_decode": ("cuda", "triton", "torch"),
              # the CUDA window backward (sm_90a) comes first through prefers() where it runs
              "window_attention_backward": ("triton", "cuda", "torch"),
-             # the CUDA sparse backward (sm_90a) joins once measured against Triton's (bench/NOTES.md
-             # "Sparse backward, sm90"); until then backend="cuda" calls it by name
-             "sparse_mla_prefill_backward": ("triton", "torch")},
+             # the CUDA sparse backward (sm_90a) comes first through prefers() above 64 heads or
+             # deterministic (bench/NOTES.md "Sparse backward, sm90, dkv v2")
+             "sparse_mla_prefill_backward": ("triton", "cuda", "torch")},
     "cpu": ("sycl", "torch"),
     "xpu": ("sycl", "torch"),
 }

@@ -141,31 +141,11 @@ def test_key0_neginf_masks_key0_and_empty_rows(target):
 
 @pytest.mark.parametrize("target", params([BY_NAME["triton"], BY_NAME["triton-interp"]], op="window"))
 @pytest.mark.parametrize("window,kind", [((5, 5), "mixed"), ((-1, 0), "mimo"), ((3, 40), "posinf")])
-def test_triton_key0_bias_in_every_block(monkeypatch, target, window, kind):
-    """SINKOPS_TRITON_KEY0_IN_LOOP=1 (the A/B knob for the key0 sink's cost): the bias as a select
-    in every key block instead of the peeled block holding key 0; the same results as the peel, to
-    the bit in the interpreter (no fused multiply-adds there), within the oracle's bound on a GPU."""
-    from sinkops.ops._common import PlanCache
-
+def test_triton_key0_bias_in_every_block(target, window, kind):
+    """The Triton kernel adds the key0 bias by a select in every key block (no peeled first block):
+    segments of several blocks, the bias only where the key is 0, against the oracle."""
     case = make_window_case([70, 1, 33], hq=8, hk=2, d=64, device=target.device)
-    sinks = sinks_like(8, kind)
-
-    def clear_plans():  # plans are made per signature, with the knob read then
-        for plans in PlanCache.ALL:
-            plans.clear()
-
-    def run():
-        clear_plans()
-        return _check(target, case, window, sinks, "key0", f"key0 {window} {kind}")
-
-    peeled = run()
-    monkeypatch.setenv("SINKOPS_TRITON_KEY0_IN_LOOP", "1")
-    try:
-        in_loop = run()
-    finally:
-        clear_plans()  # no later test may reuse a plan made with the knob on
-    if target.device == "cpu":
-        assert torch.equal(peeled[0], in_loop[0]) and torch.equal(peeled[1], in_loop[1])
+    _check(target, case, window, sinks_like(8, kind), "key0", f"key0 {window} {kind}")
 
 
 @pytest.mark.parametrize("target", params(op="window"))

@@ -7,7 +7,7 @@ registers read on the CPU": the d 80-128 window tile spills at 4 warps and 64 ke
     python tools/prof/triton_regs.py --sparse   (sparse MLA prefill forward and the backward's two kernels)
 
 The window table: per head dim, window (left = right) and tile, for 32/8 heads (group 4), REG /
-STACK bytes for each sink mode (none, null, key0 peeled, key0 in every block); a tile is
+STACK bytes for each sink mode (none, null, key0); a tile is
 window_attention_tile's choice, or overridden per --tile entry ("" keeps the choice: `--tile ""
 8:3:32` prints both). The int arguments
 that a launch passes are typed i32 here and not specialized (the device's own compile may
@@ -37,7 +37,7 @@ CUOBJDUMP = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia",
 POINTERS = {"q_ptr": "*bf16", "k_ptr": "*bf16", "v_ptr": "*bf16", "out_ptr": "*bf16", "lse_ptr": "*fp32",
             "sinks_ptr": "*fp32", "cu_q_ptr": "*i32", "cu_k_ptr": "*i32"}
 SCALARS = {"total_q": "i64", "total_k": "i64", "stride_lh": "i64", "n_tiles": "i32", "qk_scale": "fp32"}
-MODES = (("none", 0, False), ("null", 2, False), ("key0 peel", 1, False), ("key0 in-loop", 1, True))
+MODES = (("none", 0), ("null", 2), ("key0", 1))
 
 
 def resources(fn, types: dict, constexprs: dict, num_warps: int, num_stages: int) -> str:
@@ -56,10 +56,10 @@ def resources(fn, types: dict, constexprs: dict, num_warps: int, num_stages: int
     return f"{m.group(1)}/{m.group(2)}" if m else "?"
 
 
-def usage(d: int, left: int, right: int, mode: int, in_loop: bool, tile) -> str:
+def usage(d: int, left: int, right: int, mode: int, tile) -> str:
     constexprs = dict(BLOCK_Q=tile.block_q, HEADS=tile.heads, BLOCK_N=tile.block_n, BLOCK_D=tile.block_d,
                       BLOCK_DV=tile.block_dv, HAS_LEFT=left >= 0, HAS_RIGHT=right >= 0, SINK_MODE=mode,
-                      WRITE_LSE=False, KEY0_IN_LOOP=in_loop, INPUT_PRECISION="tf32", INTERPRET=False)
+                      WRITE_LSE=False, INPUT_PRECISION="tf32", INTERPRET=False)
     return resources(W.window_attention_fwd_kernel, {**POINTERS, **SCALARS}, constexprs, tile.num_warps,
                      tile.num_stages)
 
@@ -112,7 +112,7 @@ def main():
                 if spec:
                     warps, stages, block_n = map(int, spec.split(":"))
                     tile = dataclasses.replace(tile, num_warps=warps, num_stages=stages, block_n=block_n)
-                cells = [usage(d, w, w, mode, in_loop, tile) for _, mode, in_loop in MODES]
+                cells = [usage(d, w, w, mode, tile) for _, mode in MODES]
                 print(f"| {d} | {w} | {tile.num_warps} / {tile.num_stages} / {tile.block_n} | " + " | ".join(cells) + " |")
 
 

@@ -373,42 +373,42 @@ __global__ void __launch_bounds__(384, 1) sparse_mla_bwd_dq_sm90_kernel(const __
 
 // ------------------------------------------------------------------------------------- dkv
 
-// Tuning knobs of the dkv kernel (bench/NOTES.md "Sparse backward, sm90"): SINKOPS_SBWD_SCALAR_RED
-// adds each float of a pair with its own reduction instead of one float2 atomicAdd;
-// SINKOPS_SBWD_NO_PREFETCH drops the cp.asyncs' 256-byte L2 prefetch hint; SINKOPS_SBWD_OVERLAP
-// issues a chunk's reductions while the next chunk's products run (two accumulators).
-#ifndef SINKOPS_SBWD_SCALAR_RED
-#define SINKOPS_SBWD_SCALAR_RED 0
-#endif
-#ifndef SINKOPS_SBWD_NO_PREFETCH
-#define SINKOPS_SBWD_NO_PREFETCH 0
-#endif
-#ifndef SINKOPS_SBWD_OVERLAP
-#define SINKOPS_SBWD_OVERLAP 0
-#endif
-
 template <int kDqk, int kHeadsPad>
 struct SparseMlaBwdDkvConfig {
   static_assert(kHeadsPad == 64 || kHeadsPad == 128, "h_q <= 128 (the MMA's K, padded)");
   static constexpr int kPositions = 64;      // index positions per CTA (the MMA's M)
   static constexpr int kChunks = kDqk / 64;  // 64-channel output chunks (the MMA's N)
-  static constexpr int kVChunks = 8;         // the chunks that also take P^T dO
+  static constexpr int kVChunks = 8;         // the chunks that also take P^T dO (the rest: RoPE)
   static constexpr int kThreads = 128;
   // [64 (positions or channels), heads] with the 64 contiguous: the MN-major operands of both
   // products (a stage row [h, 64 positions] and a q / dO row [h, 64 channels] are 128-byte rows).
   using Operand = decltype(tile_to_shape(GMMA::Layout_MN_SW128_Atom<bf16>{}, Shape<_64, Int<kHeadsPad>>{}));
   using Mma = decltype(make_tiled_mma(GMMA::MMA_64x64x16_F32BF16BF16_SS<GMMA::Major::MN, GMMA::Major::MN>{}));
+  static constexpr int kOperandElems = 64 * kHeadsPad;
+  // a thread's 16-byte copies of one operand: rows k = t / 8 + 16 m, 16-byte column t % 8
+  static constexpr int kCopies = kHeadsPad * 8 / kThreads;
   struct Smem {
-    alignas(1024) bf16 dx[64 * kHeadsPad];       // scale dX^T [positions, heads]
-    alignas(1024) bf16 p[64 * kHeadsPad];        // P^T
-    alignas(1024) bf16 q[2][64 * kHeadsPad];     // [buffer] q[:, chunk] as [channels, heads]
-    alignas(1024) bf16 dout[2][64 * kHeadsPad];  // [buffer] dO[:, chunk]
+    alignas(1024) bf16 dx[kOperandElems];       // scale dX^T [positions, heads]
+    alignas(1024) bf16 p[kOperandElems];        // P^T
+    alignas(1024) bf16 q[2][kOperandElems];     // [buffer] q[:, chunk] as [channels, heads]
+    alignas(1024) bf16 dout[2][kOperandElems];  // [buffer] dO[:, chunk]
   };
   static constexpr int kSmemBytes = sizeof(Smem);
 };
 
+// A/B knob (bench/NOTES.md "Sparse backward, sm90, dkv v2"): SINKOPS_SBWD_SCALAR_RED adds each
+// float of a pair with its own reduction.
+#ifndef SINKOPS_SBWD_SCALAR_RED
+#define SINKOPS_SBWD_SCALAR_RED 0
+#endif
+
 // grid: (ceil(topk / 64), chunk_rows); block 128; dynamic smem: Smem.
-template <int kDqk, int kHeadsPad>
+//
+// Written as a rolled loop over the 64-channel chunks with the per-thread addresses computed once:
+// the first version unrolled all chunks with CuTe's swizzle and a branch per reduction
+// (~9900 SASS instructions, ~160 KB of code run once per CTA) and ran at half the Triton kernel's
+// speed with the same tiles (bench/NOTES.md "Sparse backward, sm90, dkv v2").
+template <int kDqk, int kHeadsPad, bool kDeterministic>
 __global__ void __launch_bounds__(128) sparse_mla_bwd_dkv_sm90_kernel(const __grid_constant__ SparseMlaBackwardParams p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using C = SparseMlaBwdDkvConfig<kDqk, kHeadsPad>;
@@ -420,20 +420,23 @@ __global__ void __launch_bounds__(128) sparse_mla_bwd_dkv_sm90_kernel(const __gr
   const int64_t q_idx = p.s0 + row_in_chunk;
   int n_keys = p.topk;
   if (p.topk_length != nullptr) n_keys = min(max(p.topk_length[q_idx], 0), p.topk);
-  if (pos0 >= n_keys && !p.deterministic) return;  // deterministic: a block past n stores its zeros
+  if (!kDeterministic && pos0 >= n_keys) return;  // deterministic: a block past n stores its zeros
 
-  // Per 16-byte chunk: operand row k (a head), 8 consecutive entries from 8 j.
+  // This thread's 16-byte copies into an operand: row k = k0 + 16 m (a head), entries 8 j.. of the
+  // 64 contiguous ones. In the 128-byte swizzle a row is 128 bytes and the swizzle repeats every
+  // 8 rows, so copy m lands 16 rows = 2048 bytes after copy 0.
+  const int k0 = t / 8, j = t % 8;
+  const uint32_t smem_off = static_cast<uint32_t>(
+      reinterpret_cast<const char*>(&make_tensor(make_smem_ptr(sm.dx), typename C::Operand{})(8 * j, k0)) -
+      reinterpret_cast<const char*>(sm.dx));
   auto load_rows = [&](bf16* base, const bf16* src_row0, int64_t head_stride, int valid_from) {
-    auto s = make_tensor(make_smem_ptr(base), typename C::Operand{});
-    for (int i = t; i < kHeadsPad * 8; i += C::kThreads) {
-      const int k = i / 8, j = i % 8;
-      const bool ok = k < p.h_q && 8 * j < valid_from;
-#if SINKOPS_SBWD_NO_PREFETCH
-      asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(cast_smem_ptr_to_uint(&s(8 * j, k))),
-                   "l"(src_row0 + (ok ? k * head_stride + 8 * j : 0)), "r"(ok ? 16 : 0));
-#else
-      cp_async_16_zfill_l2(&s(8 * j, k), src_row0 + (ok ? k * head_stride + 8 * j : 0), ok);
-#endif
+    const uint32_t dst = cast_smem_ptr_to_uint(base) + smem_off;
+    const bool col_ok = 8 * j < valid_from;
+    CUTLASS_PRAGMA_UNROLL
+    for (int m = 0; m < C::kCopies; ++m) {
+      const int k = k0 + 16 * m;
+      const bool ok = col_ok && k < p.h_q;
+      cp_async_16_zfill_l2(dst + m * 2048, src_row0 + (ok ? k * head_stride + 8 * j : 0), ok);
     }
   };
   // the stages: positions pos0.. of every head; entries >= n were never written (zeros here)
@@ -442,104 +445,77 @@ __global__ void __launch_bounds__(128) sparse_mla_bwd_dkv_sm90_kernel(const __gr
   load_rows(sm.p, static_cast<const bf16*>(p.p_stage) + stage_row, p.stage_topk, n_keys - pos0);
   const bf16* q_row = static_cast<const bf16*>(p.q) + q_idx * p.q_row_stride;
   const bf16* do_row = static_cast<const bf16*>(p.dout) + q_idx * p.dout_row_stride;
-  auto load_chunk = [&](int chunk) {
-    load_rows(sm.q[chunk % 2], q_row + chunk * 64, p.q_head_stride, 64);
+  auto load_chunk = [&](int chunk) {  // (the commit closes a group even when nothing is left)
+    if (chunk < C::kChunks) load_rows(sm.q[chunk % 2], q_row + chunk * 64, p.q_head_stride, 64);
     if (chunk < C::kVChunks) load_rows(sm.dout[chunk % 2], do_row + chunk * 64, p.dout_head_stride, 64);
     cp_async_commit();
   };
   load_chunk(0);
   load_chunk(1);
 
-  // this thread's two accumulator rows (positions): the gathered row each adds to
-  int64_t slot[2];
-  bool valid[2], in_topk[2];
+  // this thread's two accumulator rows (positions) -> where their gradient rows go: dkv_acc's row
+  // (atomics; invalid positions add nothing) or the deterministic stage's (every position < topk)
+  float* dst[2];
+  bool store[2];
   CUTLASS_PRAGMA_UNROLL
   for (int h = 0; h < 2; ++h) {
     const int pos = pos0 + acc_row(h, t);
-    const int idx = pos < n_keys ? p.indices[q_idx * p.indices_row_stride + pos] : -1;
-    valid[h] = idx >= 0 && idx < p.s_kv;
-    in_topk[h] = pos < p.topk;
-    slot[h] = valid[h] ? idx : 0;
+    if constexpr (kDeterministic) {
+      store[h] = pos < p.topk;
+      dst[h] = p.det_stage + (row_in_chunk * p.topk + (store[h] ? pos : 0)) * kDqk;
+    } else {
+      const int idx = pos < n_keys ? p.indices[q_idx * p.indices_row_stride + pos] : -1;
+      store[h] = idx >= 0 && idx < p.s_kv;
+      dst[h] = p.dkv_acc + static_cast<int64_t>(store[h] ? idx : 0) * kDqk;
+    }
+    dst[h] += acc_col(0, t);
   }
 
   typename C::Mma mma;
+  Tensor acc = partition_fragment_C(mma, Shape<_64, _64>{});
   auto sDx = make_tensor(make_smem_ptr(sm.dx), typename C::Operand{});
   auto sP = make_tensor(make_smem_ptr(sm.p), typename C::Operand{});
-  // chunk's products into a (issued and committed, not waited for)
-  auto issue_chunk = [&](int chunk, auto& a) {
-    if (chunk + 1 < C::kChunks) cp_async_wait_group<1>(); else cp_async_wait_group<0>();
-    cutlass::arch::fence_view_async_shared();  // cp.async's generic-proxy writes -> the wgmma reads
-    __syncthreads();
-    auto sQc = make_tensor(make_smem_ptr(sm.q[chunk % 2]), typename C::Operand{});
-    wgmma_ss(mma, sDx, sQc, a, true, t);  // scale dX^T q[:, chunk]
-    if (chunk < C::kVChunks) {  // a compile-time branch once the loop is unrolled
-      auto sDoc = make_tensor(make_smem_ptr(sm.dout[chunk % 2]), typename C::Operand{});
-      wgmma_ss(mma, sP, sDoc, a, false, t);  // + P^T dO[:, chunk]
-    }
-    warpgroup_commit_batch();
-  };
-  // waits for the products, frees the chunk's buffer for chunk + 2
-  auto retire_chunk = [&](int chunk) {
-    warpgroup_wait<0>();
-    __syncthreads();  // every thread's products of this buffer are done
-    if (chunk + 2 < C::kChunks) load_chunk(chunk + 2);
-  };
-  // the chunk's gradient columns, added (or staged) from accumulator a
-  auto reduce_chunk = [&](int chunk, const auto& a) {
+  // chunk's 64 gradient columns added (or stored) from accumulator a
+  auto reduce = [&](int chunk, const auto& a) {
     CUTLASS_PRAGMA_UNROLL
-    for (int i = 0; i < size(a); i += 2) {
-      const int h = (i / 2) % 2, col = chunk * 64 + acc_col(i, t);
-      if (p.deterministic) {
-        if (in_topk[h]) {
-          const int64_t at = (row_in_chunk * p.topk + pos0 + acc_row(h, t)) * kDqk + col;
-          *reinterpret_cast<float2*>(p.det_stage + at) = make_float2(a(i), a(i + 1));
-        }
-      } else if (valid[h]) {
+    for (int i = 0; i < size(a); i += 2) {  // value i: row half (i / 2) % 2, column 8 (i / 4) + ..
+      const int h = (i / 2) % 2;
+      float* at = dst[h] + chunk * 64 + 8 * (i / 4);
+      if (store[h]) {
+        if constexpr (kDeterministic) {
+          *reinterpret_cast<float2*>(at) = make_float2(a(i), a(i + 1));
+        } else {
 #if SINKOPS_SBWD_SCALAR_RED
-        atomicAdd(p.dkv_acc + slot[h] * kDqk + col, a(i));
-        atomicAdd(p.dkv_acc + slot[h] * kDqk + col + 1, a(i + 1));
+          atomicAdd(at, a(i));
+          atomicAdd(at + 1, a(i + 1));
 #else
-        atomicAdd(reinterpret_cast<float2*>(p.dkv_acc + slot[h] * kDqk + col), make_float2(a(i), a(i + 1)));
+          atomicAdd(reinterpret_cast<float2*>(at), make_float2(a(i), a(i + 1)));
 #endif
+        }
       }
     }
   };
-#if SINKOPS_SBWD_OVERLAP
-  // two accumulators: chunk c's reductions are issued while chunk c + 1's products run
-  Tensor acc0 = partition_fragment_C(mma, Shape<_64, _64>{});
-  Tensor acc1 = partition_fragment_C(mma, Shape<_64, _64>{});
-  CUTLASS_PRAGMA_UNROLL
-  for (int chunk = 0; chunk < C::kChunks; ++chunk) {
-    if (chunk % 2 == 0) {
-      issue_chunk(chunk, acc0);
-      if (chunk > 0) reduce_chunk(chunk - 1, acc1);
-    } else {
-      issue_chunk(chunk, acc1);
-      reduce_chunk(chunk - 1, acc0);
-    }
-    retire_chunk(chunk);
-  }
-  if (C::kChunks % 2 == 1) reduce_chunk(C::kChunks - 1, acc0); else reduce_chunk(C::kChunks - 1, acc1);
-#else
-  Tensor acc = partition_fragment_C(mma, Shape<_64, _64>{});
-  CUTLASS_PRAGMA_UNROLL
-  for (int chunk = 0; chunk < C::kChunks; ++chunk) {
-    if (chunk + 1 < C::kChunks) cp_async_wait_group<1>(); else cp_async_wait_group<0>();
+  // chunk's products, then its 64 gradient columns
+  auto run_chunk = [&](int chunk, auto with_dout) {
+    cp_async_wait_group<1>();  // chunk's group (the one after it may still fly)
     cutlass::arch::fence_view_async_shared();  // cp.async's generic-proxy writes -> the wgmma reads
     __syncthreads();
     auto sQc = make_tensor(make_smem_ptr(sm.q[chunk % 2]), typename C::Operand{});
     wgmma_ss(mma, sDx, sQc, acc, true, t);  // scale dX^T q[:, chunk]
-    if (chunk < C::kVChunks) {  // a compile-time branch once the loop is unrolled
+    if constexpr (decltype(with_dout)::value) {
       auto sDoc = make_tensor(make_smem_ptr(sm.dout[chunk % 2]), typename C::Operand{});
       wgmma_ss(mma, sP, sDoc, acc, false, t);  // + P^T dO[:, chunk]
     }
     warpgroup_commit_batch();
     warpgroup_wait<0>();
     __syncthreads();  // every thread's products of this buffer are done
-    if (chunk + 2 < C::kChunks) load_chunk(chunk + 2);
-    reduce_chunk(chunk, acc);
-  }
-#endif
+    load_chunk(chunk + 2);
+    reduce(chunk, acc);
+  };
+#pragma unroll 1
+  for (int chunk = 0; chunk < C::kVChunks; ++chunk) run_chunk(chunk, cute::true_type{});
+  if constexpr (C::kChunks > C::kVChunks) run_chunk(C::kVChunks, cute::false_type{});  // the RoPE channels
+  cp_async_wait_group<0>();  // (only empty groups are left)
 #endif
 }
 
