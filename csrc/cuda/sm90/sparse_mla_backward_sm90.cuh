@@ -396,12 +396,6 @@ struct SparseMlaBwdDkvConfig {
   static constexpr int kSmemBytes = sizeof(Smem);
 };
 
-// A/B knob (bench/NOTES.md "Sparse backward, sm90, dkv v2"): SINKOPS_SBWD_SCALAR_RED adds each
-// float of a pair with its own reduction.
-#ifndef SINKOPS_SBWD_SCALAR_RED
-#define SINKOPS_SBWD_SCALAR_RED 0
-#endif
-
 // grid: (ceil(topk / 64), chunk_rows); block 128; dynamic smem: Smem.
 //
 // Written as a rolled loop over the 64-channel chunks with the per-thread addresses computed once:
@@ -485,12 +479,8 @@ __global__ void __launch_bounds__(128) sparse_mla_bwd_dkv_sm90_kernel(const __gr
         if constexpr (kDeterministic) {
           *reinterpret_cast<float2*>(at) = make_float2(a(i), a(i + 1));
         } else {
-#if SINKOPS_SBWD_SCALAR_RED
-          atomicAdd(at, a(i));
-          atomicAdd(at + 1, a(i + 1));
-#else
+          // one float2 reduction per pair (two scalar ones measured 1.4x slower: bench/NOTES.md)
           atomicAdd(reinterpret_cast<float2*>(at), make_float2(a(i), a(i + 1)));
-#endif
         }
       }
     }
