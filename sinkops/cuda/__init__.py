@@ -64,8 +64,8 @@ class CudaBackend:
     def prefers(self, a) -> bool:
         """Whether `auto` should take this backend before the ones listed ahead of it: the sm_90a
         kernels (on a Hopper GPU: window attention at d <= 128, sparse prefill above 32 heads, the
-        window backward wherever it runs, the sparse backward above 64 heads or deterministic) are faster than the Triton ones there (bench/NOTES.md);
-        the mma.sync kernels are not."""
+        window backward wherever it runs, the sparse backward above 64 heads or deterministic) are
+        faster than the Triton ones there (bench/NOTES.md); the mma.sync kernels are not."""
         if self.device_type != "cuda" or a.op not in self.ops or self.supports(a):
             return False
         if a.op == "window_attention_backward":

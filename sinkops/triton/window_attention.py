@@ -9,7 +9,6 @@ values are clamped to the packed tensors, so none of them can make an access lea
 from __future__ import annotations
 
 import functools
-import os
 from dataclasses import dataclass
 
 import torch

@@ -418,7 +418,8 @@ __global__ void __launch_bounds__(128) sparse_mla_bwd_dkv_sm90_kernel(const __gr
 
   // This thread's 16-byte copies into an operand: row k = k0 + 16 m (a head), entries 8 j.. of the
   // 64 contiguous ones. In the 128-byte swizzle a row is 128 bytes and the swizzle repeats every
-  // 8 rows, so copy m lands 16 rows = 2048 bytes after copy 0.
+  // 8 rows, so copy m lands 16 rows = 2048 bytes after copy 0. Every operand buffer is 1024-byte
+  // aligned (a whole swizzle period), so these offsets, taken in dx, hold in each of them.
   const int k0 = t / 8, j = t % 8;
   const uint32_t smem_off = static_cast<uint32_t>(
       reinterpret_cast<const char*>(&make_tensor(make_smem_ptr(sm.dx), typename C::Operand{})(8 * j, k0)) -
@@ -469,18 +470,18 @@ __global__ void __launch_bounds__(128) sparse_mla_bwd_dkv_sm90_kernel(const __gr
   Tensor acc = partition_fragment_C(mma, Shape<_64, _64>{});
   auto sDx = make_tensor(make_smem_ptr(sm.dx), typename C::Operand{});
   auto sP = make_tensor(make_smem_ptr(sm.p), typename C::Operand{});
-  // chunk's 64 gradient columns added (or stored) from accumulator a
-  auto reduce = [&](int chunk, const auto& a) {
+  // chunk's 64 gradient columns added (or stored) from the accumulator
+  auto reduce = [&](int chunk) {
     CUTLASS_PRAGMA_UNROLL
-    for (int i = 0; i < size(a); i += 2) {  // value i: row half (i / 2) % 2, column 8 (i / 4) + ..
+    for (int i = 0; i < size(acc); i += 2) {  // value i: row half (i / 2) % 2, column 8 (i / 4) + ..
       const int h = (i / 2) % 2;
       float* at = dst[h] + chunk * 64 + 8 * (i / 4);
       if (store[h]) {
         if constexpr (kDeterministic) {
-          *reinterpret_cast<float2*>(at) = make_float2(a(i), a(i + 1));
+          *reinterpret_cast<float2*>(at) = make_float2(acc(i), acc(i + 1));
         } else {
           // one float2 reduction per pair (two scalar ones measured 1.4x slower: bench/NOTES.md)
-          atomicAdd(reinterpret_cast<float2*>(at), make_float2(a(i), a(i + 1)));
+          atomicAdd(reinterpret_cast<float2*>(at), make_float2(acc(i), acc(i + 1)));
         }
       }
     }
@@ -500,7 +501,7 @@ __global__ void __launch_bounds__(128) sparse_mla_bwd_dkv_sm90_kernel(const __gr
     warpgroup_wait<0>();
     __syncthreads();  // every thread's products of this buffer are done
     load_chunk(chunk + 2);
-    reduce(chunk, acc);
+    reduce(chunk);
   };
 #pragma unroll 1
   for (int chunk = 0; chunk < C::kVChunks; ++chunk) run_chunk(chunk, cute::true_type{});
