@@ -287,3 +287,30 @@ def test_cuda_sm90_without_tma(monkeypatch, h_q, d_qk, topk):
     by_tma, by_threads = _default_and_with_env(monkeypatch, "SINKOPS_WA90_TMA=0", h_q, d_qk, topk)
     for a, b in zip(by_tma, by_threads):
         assert torch.equal(a, b)
+
+
+def _cuda_kernel_names(fn):
+    """Names of the CUDA kernels one call of fn launches."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    return " ".join(e.name for e in prof.events())
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("h_q,d_qk,topk", [(8, 512, 640), (13, 576, 300), (16, 512, 1152), (1, 576, 70),
+                                           (5, 512, 2048)])
+def test_cuda_few_heads_on_hopper(monkeypatch, h_q, d_qk, topk):
+    """At <= 16 heads Hopper runs the few-heads kernel (keys in the MMA's M, heads in N, 8- or 16-head
+    CTAs: nothing padded); SINKOPS_CUDA_SM80=1 the portable 16-head tile. Both match the oracle (empty
+    rows, +-inf sinks, invalid indices) and each other closely, and the default is the few-heads kernel."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    from sinkops import _build_info
+    if torch.cuda.get_device_capability() != (9, 0) or "with the sm_90a" not in _build_info.CORES["cuda"]:
+        pytest.skip("needs Hopper and a build with the sm_90a kernels")
+    case = make_sparse_prefill_case(2, 500, h_q, d_qk, topk, device="cuda")
+    names = _cuda_kernel_names(lambda: run_prefill(BY_NAME["cuda"], case, d_qk ** -0.5))
+    assert "sparse_mla_prefill_few_heads_sm90_kernel" in names, names
+    few, portable = _default_and_with_env(monkeypatch, "SINKOPS_CUDA_SM80=1", h_q, d_qk, topk)
+    assert rel_l2(few[0], portable[0]) < 5e-3

@@ -32,8 +32,21 @@ static bool takes_sm90(const SparseMlaPrefillParams& p, const DeviceInfo& info) 
 #endif
 }
 
+// Hopper at <= 16 heads: the few-heads kernel (keys in the MMA's M, heads in N: nothing padded;
+// bench/NOTES.md "Sparse prefill at few heads"); its rows are stored in 16-byte chunks.
+static bool takes_sm90_few_heads(const SparseMlaPrefillParams& p, const DeviceInfo& info) {
+#ifdef SINKOPS_SM90
+  return use_sm90(info) && p.h_q <= sm90::sparse_mla_prefill_few_heads_max() && p.out_row_stride % 8 == 0 &&
+         p.out_head_stride % 8 == 0 && sm90::sparse_mla_prefill_few_heads_smem_bytes(p.d_qk, p.h_q) <= info.smem_optin;
+#else
+  (void)p, (void)info;
+  return false;
+#endif
+}
+
 std::string sparse_mla_prefill_path(const SparseMlaPrefillParams& p) {
-  return takes_sm90(p, device_info(current_device())) ? "sm90" : "sm80";
+  const DeviceInfo& info = device_info(current_device());
+  return takes_sm90(p, info) ? "sm90" : takes_sm90_few_heads(p, info) ? "sm90-few-heads" : "sm80";
 }
 
 // Heads per CTA tile: the smallest of 16 / 32 / 64 that holds h_q (more heads: ceil(h_q / 64) CTAs).
@@ -64,7 +77,9 @@ void sparse_mla_prefill_fwd(const SparseMlaPrefillParams& p, void* stream) {
 
   const DeviceInfo& info = device_info(current_device());
 #ifdef SINKOPS_SM90
-  if (takes_sm90(p, info) && !(reinterpret_cast<uintptr_t>(p.out) & 15)) return sm90::sparse_mla_prefill(p, stream);
+  const bool out16 = !(reinterpret_cast<uintptr_t>(p.out) & 15);
+  if (takes_sm90(p, info) && out16) return sm90::sparse_mla_prefill(p, stream);
+  if (takes_sm90_few_heads(p, info) && out16) return sm90::sparse_mla_prefill_few_heads(p, stream);
 #endif
   const int smem_optin = info.smem_optin;
   auto s = static_cast<cudaStream_t>(stream);

@@ -97,13 +97,126 @@ __device__ __forceinline__ void publish_columns(float (&v)[kCols], float (*col_p
   }
 }
 
+// The online softmax of one CTA's columns (heads) over its 64-key blocks, shared by the few-heads
+// decode and prefill kernels (sparse_mla_prefill_few_heads_sm90.cuh): per block, S^T = K Q^T from
+// the key tile and Q, masked keys -> -inf, each column's max over the block (4 warps: shuffles and
+// one exchange through col_part), P^T to shared memory, O^T rescaled and O^T += V^T P^T. The caller
+// has published the tile (fence + __syncthreads); on return every warp is done with the tile and
+// P^T (the last __syncthreads), so the tile may be refilled.
+template <class C>
+struct FewHeadsSoftmax {
+  static constexpr int kN = C::kHeads, kCols = C::kCols, kTiles = C::kTiles, kDv = C::kDv;
+  float col_max[kCols];  // per column slot: running max (log2 units)
+  float col_sum[kCols];  // this thread's share of the column's sum
+
+  __device__ __forceinline__ FewHeadsSoftmax() {
+    CUTLASS_PRAGMA_UNROLL
+    for (int c = 0; c < kCols; ++c) col_max[c] = -INFINITY, col_sum[c] = 0.f;
+  }
+
+  // sm: the kernel's C::Smem (kv = the published key tile, q, valid, col_part, p).
+  template <class Smem, class AccS, class AccO>
+  __device__ __forceinline__ void block(Smem& sm, AccS& acc_s, AccO& acc_o, float scale_log2, int t) {
+    using Base = typename C::Base;
+    CUTLASS_PRAGMA_UNROLL
+    for (int tile = 0; tile < kTiles; ++tile) {  // S^T = K Q^T
+      auto sKt = make_tensor(make_smem_ptr(sm.kv + tile * 4096), typename Base::template Tiles<1>{});
+      auto sQt = make_tensor(make_smem_ptr(sm.q + tile * 64 * kN), typename C::template HeadTiles<1>{});
+      wgmma_ss(typename C::MmaQK{}, sKt, sQt, acc_s, tile == 0, t);
+    }
+    warpgroup_commit_batch();
+    warpgroup_wait<0>();
+
+    // Masked keys -> -inf, the rest in log2 units; each column's max over the block's 64 keys.
+    float m_blk[kCols];
+    CUTLASS_PRAGMA_UNROLL
+    for (int c = 0; c < kCols; ++c) m_blk[c] = -INFINITY;
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < size(acc_s); ++i) {
+      acc_s(i) = sm.valid[acc_row((i / 2) % 2, t)] ? acc_s(i) * scale_log2 : -INFINITY;
+      m_blk[col_slot(i)] = fmaxf(m_blk[col_slot(i)], acc_s(i));
+    }
+    publish_columns<true>(m_blk, sm.col_part, t);
+    __syncthreads();
+    float m_use[kCols], rescale[kCols];
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < size(acc_s); i += 4) {
+      CUTLASS_PRAGMA_UNROLL
+      for (int e = 0; e < 2; ++e) {
+        const int c = col_slot(i + e), col = acc_col(i + e, t);
+        const float m_new = fmaxf(fmaxf(col_max[c], fmaxf(sm.col_part[0][col], sm.col_part[1][col])),
+                                  fmaxf(sm.col_part[2][col], sm.col_part[3][col]));
+        m_use[c] = m_new == -INFINITY ? 0.f : m_new;  // no valid key yet: its terms stay exactly 0
+        rescale[c] = ptx::exp2_approx(col_max[c] - m_use[c]);
+        col_max[c] = m_new;
+        col_sum[c] *= rescale[c];
+      }
+    }
+    auto sP = make_tensor(make_smem_ptr(C::kPInRope ? sm.kv + 64 * kDv : sm.p), typename C::template HeadTiles<1>{});
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < size(acc_s); ++i) {
+      const float pv = ptx::exp2_approx(acc_s(i) - m_use[col_slot(i)]);
+      col_sum[col_slot(i)] += pv;
+      sP(acc_col(i, t), acc_row((i / 2) % 2, t)) = bf16(pv);
+    }
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < size(acc_o); ++i) acc_o(i) *= rescale[col_slot(i % (kN / 2))];
+    cutlass::arch::fence_view_async_shared();  // P^T's generic-proxy stores -> the PV's reads
+    __syncthreads();
+    auto sVt = make_tensor(make_smem_ptr(sm.kv), typename Base::template ValueView<C::kValueTiles>{});
+    wgmma_ss(typename C::MmaPV{}, sVt, sP, acc_o, false, t);  // O^T += V^T P^T
+    warpgroup_commit_batch();
+    warpgroup_wait<0>();
+    __syncthreads();  // every warp's PV has read the tile and P^T before the next fill
+  }
+
+  // Each column's sum over the 4 warps (a fixed order) into total[]; ends with a __syncthreads.
+  template <class Smem>
+  __device__ __forceinline__ void totals(Smem& sm, float (&total)[kCols], int t) {
+    publish_columns<false>(col_sum, sm.col_part, t);
+    __syncthreads();
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < kN / 2; i += 4) {
+      CUTLASS_PRAGMA_UNROLL
+      for (int e = 0; e < 2; ++e) {
+        const int col = acc_col(i + e, t);
+        total[col_slot(i + e)] =
+            ((sm.col_part[0][col] + sm.col_part[1][col]) + sm.col_part[2][col]) + sm.col_part[3][col];
+      }
+    }
+  }
+};
+
+// The normalized bf16 output of one CTA's heads: O^T scaled per column (out_scale per column slot)
+// and staged in the key tile (free: the caller's loop ended with a sync), [kN heads][512 channels],
+// a row's 16-byte chunks XOR-swizzled by head % 8 (both the accumulator's column-wise writes and
+// the row-wise reads are free of bank conflicts), then stored as 16-byte chunks: head h of
+// `n_heads` at out + h * head_stride (elements).
+template <class C, class Smem, class AccO>
+__device__ __forceinline__ void few_heads_store_output(Smem& sm, const AccO& acc_o, const float (&out_scale)[C::kCols],
+                                                       bf16* out, int64_t head_stride, int n_heads, int t) {
+  constexpr int kN = C::kHeads, kDv = C::kDv;
+  bf16* stage = sm.kv;
+  CUTLASS_PRAGMA_UNROLL
+  for (int i = 0; i < size(acc_o); ++i) {
+    const int v = i % (kN / 2), ch = 64 * (i / (kN / 2)) + acc_row((v / 2) % 2, t), head = acc_col(v, t);
+    stage[head * kDv + (ch ^ ((head & 7) << 3))] = bf16(acc_o(i) * out_scale[col_slot(v)]);
+  }
+  __syncthreads();
+  for (int c = t; c < kN * (kDv / 8); c += 128) {
+    const int head = c / (kDv / 8), chunk = c % (kDv / 8);
+    if (head < n_heads)
+      *reinterpret_cast<uint4*>(out + head * head_stride + chunk * 8) =
+          *reinterpret_cast<const uint4*>(stage + head * kDv + ((chunk ^ (head & 7)) * 8));
+  }
+}
+
 // grid: (num_splits, b * s_q, head blocks of kN); block: 128 threads; dynamic smem: FewHeadsDecodeConfig::Smem.
 template <KvCacheLayout L, int kN>
 __global__ void __launch_bounds__(kFewHeadsThreads, (FewHeadsDecodeConfig<L, kN>::kCtasPerSm))
     sparse_mla_decode_few_heads_sm90_kernel(const __grid_constant__ SparseMlaDecodeParams p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using C = FewHeadsDecodeConfig<L, kN>;
-  using Base = typename C::Base;
   using Gather = Fp8BlockGather<L>;
   using MmaQK = typename C::MmaQK;
   using MmaPV = typename C::MmaPV;
@@ -146,12 +259,8 @@ __global__ void __launch_bounds__(kFewHeadsThreads, (FewHeadsDecodeConfig<L, kN>
   Tensor acc_o = partition_fragment_C(MmaPV{}, Shape<Int<kDv>, Int<kN>>{});   // O^T: 8 tiles of kN / 2 per thread
   static_assert(size(decltype(acc_s){}) == kN / 2 && size(decltype(acc_o){}) == 4 * kN, "accumulator layouts");
   clear(acc_o);
-  float col_max[kCols], col_sum[kCols];  // per column slot: running max (log2 units); this thread's share of the sum
-  CUTLASS_PRAGMA_UNROLL
-  for (int c = 0; c < kCols; ++c) col_max[c] = -INFINITY, col_sum[c] = 0.f;
+  FewHeadsSoftmax<C> softmax;
   const float scale_log2 = p.sm_scale * sink::kLog2e;
-  auto sP = make_tensor(make_smem_ptr(C::kPInRope ? sm.kv + 64 * kDv : sm.p), typename C::template HeadTiles<1>{});
-  auto sVt = make_tensor(make_smem_ptr(sm.kv), typename Base::template ValueView<C::kValueTiles>{});
   cp_async_wait_all();
 
   for (int blk = 0; blk < n_blocks; ++blk) {
@@ -162,71 +271,13 @@ __global__ void __launch_bounds__(kFewHeadsThreads, (FewHeadsDecodeConfig<L, kN>
       g.load(staged, blk + 1, idx);
       if (blk + 2 < n_blocks) g.load_indices(idx, blk + 2);
     }
-    CUTLASS_PRAGMA_UNROLL
-    for (int tile = 0; tile < kTiles; ++tile) {  // S^T = K Q^T
-      auto sKt = make_tensor(make_smem_ptr(sm.kv + tile * 4096), typename Base::template Tiles<1>{});
-      auto sQt = make_tensor(make_smem_ptr(sm.q + tile * 64 * kN), typename C::template HeadTiles<1>{});
-      wgmma_ss(MmaQK{}, sKt, sQt, acc_s, tile == 0, t);
-    }
-    warpgroup_commit_batch();
-    warpgroup_wait<0>();
-
-    // Masked keys -> -inf, the rest in log2 units; each column's max over the block's 64 keys.
-    float m_blk[kCols];
-    CUTLASS_PRAGMA_UNROLL
-    for (int c = 0; c < kCols; ++c) m_blk[c] = -INFINITY;
-    CUTLASS_PRAGMA_UNROLL
-    for (int i = 0; i < size(acc_s); ++i) {
-      acc_s(i) = sm.valid[acc_row((i / 2) % 2, t)] ? acc_s(i) * scale_log2 : -INFINITY;
-      m_blk[col_slot(i)] = fmaxf(m_blk[col_slot(i)], acc_s(i));
-    }
-    publish_columns<true>(m_blk, sm.col_part, t);
-    __syncthreads();
-    float m_use[kCols], rescale[kCols];
-    CUTLASS_PRAGMA_UNROLL
-    for (int i = 0; i < size(acc_s); i += 4) {
-      CUTLASS_PRAGMA_UNROLL
-      for (int e = 0; e < 2; ++e) {
-        const int c = col_slot(i + e), col = acc_col(i + e, t);
-        const float m_new = fmaxf(fmaxf(col_max[c], fmaxf(sm.col_part[0][col], sm.col_part[1][col])),
-                                  fmaxf(sm.col_part[2][col], sm.col_part[3][col]));
-        m_use[c] = m_new == -INFINITY ? 0.f : m_new;  // no valid key yet: its terms stay exactly 0
-        rescale[c] = ptx::exp2_approx(col_max[c] - m_use[c]);
-        col_max[c] = m_new;
-        col_sum[c] *= rescale[c];
-      }
-    }
-    CUTLASS_PRAGMA_UNROLL
-    for (int i = 0; i < size(acc_s); ++i) {
-      const float pv = ptx::exp2_approx(acc_s(i) - m_use[col_slot(i)]);
-      col_sum[col_slot(i)] += pv;
-      sP(acc_col(i, t), acc_row((i / 2) % 2, t)) = bf16(pv);
-    }
-    CUTLASS_PRAGMA_UNROLL
-    for (int i = 0; i < size(acc_o); ++i) acc_o(i) *= rescale[col_slot(i % (kN / 2))];
-    cutlass::arch::fence_view_async_shared();  // P^T's generic-proxy stores -> the PV's reads
-    __syncthreads();
-    wgmma_ss(MmaPV{}, sVt, sP, acc_o, false, t);  // O^T += V^T P^T
-    warpgroup_commit_batch();
-    warpgroup_wait<0>();
-    __syncthreads();  // every warp's PV has read the tile and P^T before the next conversion
+    softmax.block(sm, acc_s, acc_o, scale_log2, t);
   }
 
   // ---- the column sums (4 warps, a fixed order), the sink, the output ----
   float total[kCols];
-  publish_columns<false>(col_sum, sm.col_part, t);
-  __syncthreads();
-  CUTLASS_PRAGMA_UNROLL
-  for (int i = 0; i < size(acc_s); i += 4) {
-    CUTLASS_PRAGMA_UNROLL
-    for (int e = 0; e < 2; ++e) {
-      const int col = acc_col(i + e, t);
-      total[col_slot(i + e)] = ((sm.col_part[0][col] + sm.col_part[1][col]) + sm.col_part[2][col]) + sm.col_part[3][col];
-    }
-  }
-  // Output staging in the key tile (free: the loop ended with a sync), [kN heads][512 channels];
-  // a row's 16-byte chunks XOR-swizzled by head % 8, so both the accumulator's column-wise writes
-  // and the row-wise reads are free of bank conflicts.
+  softmax.totals(sm, total, t);
+  const float(&col_max)[kCols] = softmax.col_max;
   const bool writes_stats = warp == 0 && lane < 4;  // lanes 0..3 of warp 0 hold every column once
   if (p.num_splits == 1) {
     float out_scale[kCols];
@@ -242,20 +293,8 @@ __global__ void __launch_bounds__(kFewHeadsThreads, (FewHeadsDecodeConfig<L, kN>
         if (writes_stats && head < n_heads) p.lse[(int64_t(g.bi) * p.h_q + head0 + head) * p.s_q + g.si] = f.lse;
       }
     }
-    bf16* stage = sm.kv;
-    CUTLASS_PRAGMA_UNROLL
-    for (int i = 0; i < size(acc_o); ++i) {
-      const int v = i % (kN / 2), ch = 64 * (i / (kN / 2)) + acc_row((v / 2) % 2, t), head = acc_col(v, t);
-      stage[head * kDv + (ch ^ ((head & 7) << 3))] = bf16(acc_o(i) * out_scale[col_slot(v)]);
-    }
-    __syncthreads();
-    bf16* out = static_cast<bf16*>(p.out) + (int64_t(row) * p.h_q + head0) * kDv;
-    for (int c = t; c < kN * (kDv / 8); c += kFewHeadsThreads) {
-      const int head = c / (kDv / 8), chunk = c % (kDv / 8);
-      if (head < n_heads)
-        *reinterpret_cast<uint4*>(out + head * kDv + chunk * 8) =
-            *reinterpret_cast<const uint4*>(stage + head * kDv + ((chunk ^ (head & 7)) * 8));
-    }
+    few_heads_store_output<C>(sm, acc_o, out_scale, static_cast<bf16*>(p.out) + (int64_t(row) * p.h_q + head0) * kDv,
+                              kDv, n_heads, t);
   } else {
     const int64_t part0 = (int64_t(row) * p.num_splits + split) * p.h_q + head0;  // partial row of head0
     if (writes_stats) {
