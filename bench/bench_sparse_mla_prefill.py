@@ -1,8 +1,8 @@
 """Sparse MLA prefill side by side (GPU only): FlashMLA, sinkops CUDA on its sm_90a path and on its
 sm80 path (SINKOPS_CUDA_SM80=1), and sinkops Triton, in one run, on issue 10's shapes (the sm90 column
-at 8-16 heads is the few-heads kernel; bench/gather_ceiling.py gives those rows' ceiling).
+at 8-32 heads is the few-heads kernel; bench/gather_ceiling.py gives those rows' ceiling).
 
-Every row: CUDA-graph replay (kernel time) for each, TFLOP/s (useful FLOPs: FlashMLA pads 8 or 16
+Every row: CUDA-graph replay (kernel time) for each, TFLOP/s (useful FLOPs: FlashMLA pads 8 to 32
 heads to 64, its rate is counted on the real heads), the compute floor at the bf16 matmul rate
 measured in this run, eager calls (what a user pays) for sinkops sm90 and FlashMLA, and the
 largest difference between sinkops and FlashMLA outputs.
@@ -30,6 +30,8 @@ CASES = [  # name, h_q, d_qk, topk
     ("V4-Flash TP8", 8, 512, 640),
     ("V4-Pro TP8", 16, 512, 1152),
     ("V3.2 TP8", 16, 576, 2048),
+    ("V4-Flash TP2", 32, 512, 640),
+    ("V3.2 TP4", 32, 576, 2048),
 ]
 
 

@@ -132,10 +132,10 @@ def test_auto_moves_a_preferring_backend_first(monkeypatch):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("h_q", [8, 16, 24, 64, 128])
+@pytest.mark.parametrize("h_q", [8, 16, 24, 32, 64, 128])
 def test_auto_prefill_on_the_gpu(h_q):
-    """On a Hopper GPU with the sm_90a kernels built, auto takes CUDA above 32 heads (2x Triton) and
-    at <= 16 heads (the few-heads kernel, 1.4-1.65x), Triton at 17-32 heads; elsewhere Triton."""
+    """On a Hopper GPU with the sm_90a kernels built, auto takes CUDA at every head count: above 32
+    heads the 64-head kernel (2x Triton), at <= 32 the few-heads kernel (1.4-1.9x); elsewhere Triton."""
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA device")
     from sinkops.cuda import _C
@@ -147,5 +147,5 @@ def test_auto_prefill_on_the_gpu(h_q):
     from sinkops import _build_info
 
     hopper = torch.cuda.get_device_capability() == (9, 0) and "with the sm_90a" in _build_info.CORES["cuda"]
-    want = "cuda" if (hopper and (h_q > 32 or h_q <= 16) and _C is not None) else "triton"
+    want = "cuda" if (hopper and _C is not None) else "triton"
     assert {p.backend.name for p in prefill._PLANS.values()} == {want}

@@ -299,11 +299,12 @@ def _cuda_kernel_names(fn):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("h_q,d_qk,topk", [(8, 512, 640), (13, 576, 300), (16, 512, 1152), (1, 576, 70),
-                                           (5, 512, 2048)])
+                                           (5, 512, 2048), (24, 512, 640), (32, 576, 2048)])
 def test_cuda_few_heads_on_hopper(monkeypatch, h_q, d_qk, topk):
-    """At <= 16 heads Hopper runs the few-heads kernel (keys in the MMA's M, heads in N, 8- or 16-head
-    CTAs: nothing padded); SINKOPS_CUDA_SM80=1 the portable 16-head tile. Both match the oracle (empty
-    rows, +-inf sinks, invalid indices) and each other closely, and the default is the few-heads kernel."""
+    """At <= 32 heads Hopper runs the few-heads kernel (keys in the MMA's M, heads in N, 8-, 16- or
+    32-head CTAs: nothing padded); SINKOPS_CUDA_SM80=1 the portable 16 / 32-head tiles. Both match the
+    oracle (empty rows, +-inf sinks, invalid indices) and each other closely, and the default is the
+    few-heads kernel."""
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA device")
     from sinkops import _build_info

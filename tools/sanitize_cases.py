@@ -84,7 +84,7 @@ def window_cases(backend):
 
 def prefill(backend):
     for dqk, hq, topk in ((512, 8, 17), (576, 64, 70), (512, 128, 64), (576, 24, 130), (512, 100, 300),
-                         (576, 13, 200), (512, 16, 640)):  # 8-16 heads: the few-heads kernel on Hopper
+                         (576, 13, 200), (512, 16, 640), (512, 32, 200)):  # <= 32 heads: the few-heads kernel
         q = torch.randn(5, hq, dqk, device=dev, dtype=torch.bfloat16)
         kv = torch.randn(100, 1, dqk, device=dev, dtype=torch.bfloat16)
         idx = torch.randint(-5, 110, (5, 1, topk), device=dev, dtype=torch.int32)

@@ -17,11 +17,10 @@ namespace {
 bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15) == 0; }
 }  // namespace
 
-// The one place the kernel family is chosen. Hopper: warpgroup MMA over 64-head tiles. At <= 32
-// heads that tile is mostly padding and the sm80 kernel's 16 / 32-head tiles are as fast
-// (bench/NOTES.md, "Sparse MLA prefill, sm90"); its rows are stored in 16-byte chunks. Its softmax
-// takes the row max on raw logits (the scale folds into the exponent), which needs sm_scale > 0;
-// any other scale (0, negative, NaN) runs the sm80 kernel.
+// The one place the kernel family is chosen. Hopper: warpgroup MMA over 64-head tiles above 32
+// heads (at <= 32 that tile is mostly padding: the few-heads kernel below takes them); its rows are
+// stored in 16-byte chunks. Its softmax takes the row max on raw logits (the scale folds into the
+// exponent), which needs sm_scale > 0; any other scale (0, negative, NaN) runs the sm80 kernel.
 static bool takes_sm90(const SparseMlaPrefillParams& p, const DeviceInfo& info) {
 #ifdef SINKOPS_SM90
   return use_sm90(info) && p.h_q > 32 && p.sm_scale > 0.f && p.out_row_stride % 8 == 0 && p.out_head_stride % 8 == 0 &&
@@ -32,8 +31,8 @@ static bool takes_sm90(const SparseMlaPrefillParams& p, const DeviceInfo& info) 
 #endif
 }
 
-// Hopper at <= 16 heads: the few-heads kernel (keys in the MMA's M, heads in N: nothing padded;
-// bench/NOTES.md "Sparse prefill at few heads"); its rows are stored in 16-byte chunks.
+// Hopper at <= 32 heads: the few-heads kernel (keys in the MMA's M, 8 / 16 / 32 heads in N:
+// nothing padded; bench/NOTES.md "Sparse prefill at few heads"); its rows are stored in 16-byte chunks.
 static bool takes_sm90_few_heads(const SparseMlaPrefillParams& p, const DeviceInfo& info) {
 #ifdef SINKOPS_SM90
   return use_sm90(info) && p.h_q <= sm90::sparse_mla_prefill_few_heads_max() && p.out_row_stride % 8 == 0 &&

@@ -16,8 +16,8 @@ namespace sinkops::cuda::sm90 {
 int sparse_mla_prefill_smem_bytes(int d_qk);
 void sparse_mla_prefill(const SparseMlaPrefillParams& params, void* stream);
 // csrc/cuda/sm90/sparse_mla_prefill_few_heads_sm90.cu: the few-heads prefill (heads in the MMA's N:
-// a CTA holds 8 or 16 heads of a query, the decode's few_heads_cta_heads; 2-3 CTAs per SM); any
-// h_q (the default takes it up to few_heads_max()), d_qk 512 or 576; out rows 16-byte aligned.
+// a CTA holds 8, 16 or 32 heads of a query; 2-3 CTAs per SM); any h_q (the default takes it up to
+// few_heads_max()), d_qk 512 or 576; out rows 16-byte aligned.
 int sparse_mla_prefill_few_heads_max();
 int sparse_mla_prefill_few_heads_smem_bytes(int d_qk, int h_q);
 void sparse_mla_prefill_few_heads(const SparseMlaPrefillParams& params, void* stream);

@@ -33,7 +33,7 @@ constexpr int kFewHeadsBlockKeys = 64;  // keys per block (the M of the QK) and 
 
 template <KvCacheLayout L, int kN>
 struct FewHeadsDecodeConfig {
-  static_assert(kN == 8 || kN == 16, "heads per CTA: the N of the wgmmas");
+  static_assert(kN == 8 || kN == 16 || kN == 32, "heads per CTA: the N of the wgmmas (32: the prefill only)");
   static constexpr int kHeads = kN;  // heads of a row per CTA (its head block)
   static constexpr int kDqk = KvLayout<L>::kDqk;
   using Base = SparseMlaSm90Config<kDqk>;  // the key tile's layout and its [channels, keys] view
@@ -328,15 +328,21 @@ __global__ void __launch_bounds__(kFewHeadsThreads, (FewHeadsDecodeConfig<L, kN>
 #endif
 }
 
+// One launch of a few-heads kernel (the decode's or the prefill's): 128 threads, its config's shared
+// memory with the carveout at its maximum (2-3 CTAs per SM).
+template <auto kKernel, int kSmemBytes, class Params>
+void launch_few_heads_kernel(const char* what, dim3 grid, const Params& p, cudaStream_t stream) {
+  reserve_dynamic_smem<kKernel>(kSmemBytes, what, /*max_carveout=*/true);
+  kKernel<<<grid, kFewHeadsThreads, kSmemBytes, stream>>>(p);
+}
+
 // Per-layout launch, instantiated in sparse_mla_decode_few_heads_sm90_v4.cu / _v32.cu.
 template <KvCacheLayout L>
 void launch_decode_few_heads_sm90(const SparseMlaDecodeParams& p, cudaStream_t stream) {
   auto launch = [&](auto n) {
     constexpr int kN = decltype(n)::value;
-    constexpr auto kernel = sparse_mla_decode_few_heads_sm90_kernel<L, kN>;
-    constexpr int smem = FewHeadsDecodeConfig<L, kN>::kSmemBytes;
-    reserve_dynamic_smem<kernel>(smem, "sparse_mla_decode (sm90, few heads)", /*max_carveout=*/true);
-    kernel<<<dim3(p.num_splits, p.b * p.s_q, (p.h_q + kN - 1) / kN), kFewHeadsThreads, smem, stream>>>(p);
+    launch_few_heads_kernel<sparse_mla_decode_few_heads_sm90_kernel<L, kN>, FewHeadsDecodeConfig<L, kN>::kSmemBytes>(
+        "sparse_mla_decode (sm90, few heads)", dim3(p.num_splits, p.b * p.s_q, (p.h_q + kN - 1) / kN), p, stream);
   };
   if (few_heads_cta_heads(p.h_q) == 8) launch(Int<8>{});
   else launch(Int<16>{});

@@ -6,12 +6,18 @@
 
 namespace sinkops::cuda::sm90 {
 
-int sparse_mla_prefill_few_heads_max() { return kFewHeadsMax; }
+int sparse_mla_prefill_few_heads_max() { return kFewHeadsPrefillMax; }
 
 int sparse_mla_prefill_few_heads_smem_bytes(int d_qk, int h_q) {
-  const bool n8 = few_heads_cta_heads(h_q) == 8;
-  if (d_qk == 576) return n8 ? FewHeadsPrefillConfig<576, 8>::kSmemBytes : FewHeadsPrefillConfig<576, 16>::kSmemBytes;
-  return n8 ? FewHeadsPrefillConfig<512, 8>::kSmemBytes : FewHeadsPrefillConfig<512, 16>::kSmemBytes;
+  auto bytes = [&](auto dqk) {
+    constexpr int kDqk = decltype(dqk)::value;
+    switch (few_heads_prefill_cta_heads(h_q)) {
+      case 8: return FewHeadsPrefillConfig<kDqk, 8>::kSmemBytes;
+      case 16: return FewHeadsPrefillConfig<kDqk, 16>::kSmemBytes;
+      default: return FewHeadsPrefillConfig<kDqk, 32>::kSmemBytes;
+    }
+  };
+  return d_qk == 576 ? bytes(Int<576>{}) : bytes(Int<512>{});
 }
 
 void sparse_mla_prefill_few_heads(const SparseMlaPrefillParams& p, void* stream) {

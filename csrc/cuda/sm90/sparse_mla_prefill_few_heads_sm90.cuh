@@ -1,10 +1,10 @@
-// Sparse MLA prefill for few heads on Hopper (sm_90a; h_q <= 16 by default), DESIGN.md §2.2: keys
-// in the MMA's M, heads in its N (8 or 16), the few-heads decode kernel's structure
+// Sparse MLA prefill for few heads on Hopper (sm_90a; h_q <= 32 by default), DESIGN.md §2.2: keys
+// in the MMA's M, heads in its N (8, 16 or 32), the few-heads decode kernel's structure
 // (sparse_mla_decode_few_heads_sm90.cuh) over bf16 rows. At 8-16 heads a query is bound by
 // gathering its top-k rows (bench/gather_ceiling.py: 2.7 GB per 4096 x 640 call at 8 heads, ~8
 // TB/s for a kernel that does nothing else), not by MMAs, so the CTA is small and several share an
 // SM to keep rows in flight: one CTA = one warpgroup = one query x a block of N heads (heads past
-// h_q are zero columns never stored), 2-3 CTAs per SM. Per 64-key block, all 128 threads:
+// h_q are zero columns never stored), 2-3 CTAs per SM (3 at 8 heads, 2 at 16 and 32). Per 64-key block, all 128 threads:
 //   1. copy the block's rows into the key tile by cp.async (zero-filled for an invalid key), the
 //      next block's indices loading meanwhile; wait, fence, sync;
 //   2. FewHeadsSoftmax::block: S^T = K Q^T, the online softmax down each column, O^T += V^T P^T.
@@ -19,6 +19,11 @@ namespace sinkops::cuda::sm90 {
 // config is d_qk 512, v32's 576).
 template <int kDqk, int kN>
 using FewHeadsPrefillConfig = FewHeadsDecodeConfig<kDqk == 576 ? KvCacheLayout::kV32 : KvCacheLayout::kV4, kN>;
+
+// Heads per CTA of the prefill: 8, 16 or 32, the fewest that hold h_q (32-head blocks above). Up to
+// 32 heads, unlike the decode: no register staging sits beside the 128 accumulator registers of N = 32.
+constexpr int kFewHeadsPrefillMax = 32;
+__host__ __device__ constexpr int few_heads_prefill_cta_heads(int h_q) { return h_q <= 8 ? 8 : h_q <= 16 ? 16 : 32; }
 
 // The block gather of bf16 rows: thread t copies 16-byte chunk t % 8 of each 64-channel tile of key
 // rows t / 8 + 16 j (j < 4), so the 32 lanes of a warp read 4 rows x 128 contiguous bytes per copy.
@@ -149,13 +154,14 @@ template <int kDqk>
 void launch_prefill_few_heads_sm90(const SparseMlaPrefillParams& p, cudaStream_t stream) {
   auto launch = [&](auto n) {
     constexpr int kN = decltype(n)::value;
-    constexpr auto kernel = sparse_mla_prefill_few_heads_sm90_kernel<kDqk, kN>;
-    constexpr int smem = FewHeadsPrefillConfig<kDqk, kN>::kSmemBytes;
-    reserve_dynamic_smem<kernel>(smem, "sparse_mla_prefill (sm90, few heads)", /*max_carveout=*/true);
-    kernel<<<dim3(unsigned(p.s_q), (p.h_q + kN - 1) / kN), kFewHeadsThreads, smem, stream>>>(p);
+    launch_few_heads_kernel<sparse_mla_prefill_few_heads_sm90_kernel<kDqk, kN>, FewHeadsPrefillConfig<kDqk, kN>::kSmemBytes>(
+        "sparse_mla_prefill (sm90, few heads)", dim3(unsigned(p.s_q), (p.h_q + kN - 1) / kN), p, stream);
   };
-  if (few_heads_cta_heads(p.h_q) == 8) launch(Int<8>{});
-  else launch(Int<16>{});
+  switch (few_heads_prefill_cta_heads(p.h_q)) {
+    case 8: launch(Int<8>{}); break;
+    case 16: launch(Int<16>{}); break;
+    default: launch(Int<32>{});
+  }
   check_launch("sparse_mla_prefill (sm90, few heads)");
 }
 
