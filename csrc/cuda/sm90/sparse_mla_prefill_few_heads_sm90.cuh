@@ -119,7 +119,7 @@ __global__ void __launch_bounds__(kFewHeadsThreads, (FewHeadsPrefillConfig<kDqk,
     __syncthreads();
     softmax.block(sm, acc_s, acc_o, scale_log2, t);
   }
-  if (n_blocks == 0) {  // an empty list: Q's copies still land before the tile is reused as staging
+  if (n_blocks == 0) {  // an empty list: Q's copies land before the CTA stages its zero output and exits
     cp_async_wait_all();
     __syncthreads();
   }

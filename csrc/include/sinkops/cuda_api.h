@@ -23,7 +23,7 @@ namespace sinkops::cuda {
 // csrc/cuda/window_attention*.cu
 std::string window_attention_unsupported(const WindowAttentionParams& params);
 void window_attention_fwd(const WindowAttentionParams& params, void* stream);
-// "sm90" or "sm80", as sparse_mla_prefill_path below.
+// "sm90" or "sm80": which kernels calls with these STATIC fields run on the current device.
 std::string window_attention_path(const WindowAttentionParams& params);
 
 // csrc/cuda/window_attention_backward.cu: dq, dk, dv and the rows' sink gradients (sm_90a only).
@@ -38,8 +38,9 @@ void sparse_mla_backward(const SparseMlaBackwardParams& params, void* stream);
 // csrc/cuda/sparse_mla_prefill*.cu
 std::string sparse_mla_prefill_unsupported(const SparseMlaPrefillParams& params);
 void sparse_mla_prefill_fwd(const SparseMlaPrefillParams& params, void* stream);
-// "sm90" (the Hopper warpgroup-MMA kernel) or "sm80" (the mma.sync kernels): which kernels calls
-// with these STATIC fields run on the current device; `auto` prefers the former to Triton.
+// "sm90" (the Hopper 64-head warpgroup-MMA kernel), "sm90-few-heads" (the Hopper few-heads kernel,
+// <= 32 heads) or "sm80" (the mma.sync kernels): which kernels calls with these STATIC fields run on
+// the current device; `auto` prefers either sm90 kernel to Triton.
 std::string sparse_mla_prefill_path(const SparseMlaPrefillParams& params);
 // The same for sparse_mla_decode (its split plan follows the family: sparse_mla_decode_plan).
 std::string sparse_mla_decode_path(const SparseMlaDecodeParams& params);
