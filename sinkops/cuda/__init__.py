@@ -64,8 +64,9 @@ class CudaBackend:
     def prefers(self, a) -> bool:
         """Whether `auto` should take this backend before the ones listed ahead of it: the sm_90a
         kernels (on a Hopper GPU: window attention at d <= 128, sparse prefill at every head count
-        (above 32 heads the 64-head kernel, else the few-heads one), the window backward wherever it runs, the sparse backward above 64 heads or deterministic) are
-        faster than the Triton ones there (bench/NOTES.md); the mma.sync kernels are not."""
+        (above 32 heads the 64-head kernel, else the few-heads one), the window backward wherever
+        it runs, the sparse backward above 64 heads or deterministic) are faster than the Triton
+        ones there (bench/NOTES.md); the mma.sync kernels are not."""
         if self.device_type != "cuda" or a.op not in self.ops or self.supports(a):
             return False
         if a.op == "window_attention_backward":
@@ -85,8 +86,8 @@ class CudaBackend:
         # window attention: every shape it takes, since v9 also full attention at d 64 (16x1024,
         # key0 / null / no sink: 428 / 435 / 434 µs vs Triton's 494 / - / 459, v10 394 µs key0;
         # bench/NOTES.md "Window v9", "v10"); sparse prefill above 32 heads, and at <= 32 heads
-        # the few-heads kernel (2026-12-07, H100: 1.37-1.63x Triton's at 8 and 16 heads, bench/NOTES.md
-        # "Sparse prefill at few heads"); the C++ path decides which
+        # the few-heads kernel (2026-12-07, H100: 1.36-1.63x Triton's at 8, 16 and 32 heads;
+        # bench/NOTES.md "Sparse prefill at few heads"); the C++ path decides which
         return path(_native.template_for(self.mod, a), self._device(a.q)) in ("sm90", "sm90-few-heads")
 
     def prepare(self, a):
