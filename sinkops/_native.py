@@ -131,14 +131,14 @@ def sparse_mla_backward_static(a) -> dict:
 
 
 SPARSE_MLA_BACKWARD_CALL = SPARSE_MLA_PREFILL_CALL + ("dout", "dlse", "dq", "dsink_rows", "dkv_acc", "det_stage",
-                                                      "p_stage", "dx_stage", "s0", "chunk_rows")
+                                                      "p_stage", "dx_stage", "s0", "chunk_rows", "dkv_query_group")
 
 
-def sparse_mla_backward_call(a, dsink_rows, dkv_acc, det_stage, p_stage, dx_stage, s0, n) -> tuple:
+def sparse_mla_backward_call(a, dsink_rows, dkv_acc, det_stage, p_stage, dx_stage, s0, n, query_group) -> tuple:
     """One chunk of queries [s0, s0 + n); the workspaces come from the backend's launcher."""
     return sparse_mla_prefill_call(a) + (a.dout.data_ptr(), _ptr(a.dlse), a.dq.data_ptr(), _ptr(dsink_rows),
                                          _ptr(dkv_acc), _ptr(det_stage), p_stage.data_ptr(), dx_stage.data_ptr(),
-                                         s0, n)
+                                         s0, n, query_group)
 
 
 # ---------------------------------------------------------------------------------- decode
@@ -290,9 +290,11 @@ def _sparse_backward_launcher(bwd, tmpl, a, where):
         dx_stage = torch.empty(rows, hq, ld, dtype=torch.bfloat16, device=dev)
         det = torch.empty(rows, topk, dqk, dtype=torch.float32, device=dev) if deterministic else None
         pos = torch.arange(topk, device=dev) if deterministic else None
+        group = chunks.dkv_query_group(hq, dqk, a.dout.shape[-1])
         for s0 in range(0, sq, rows):
             n = min(rows, sq - s0)
-            bwd(tmpl, sparse_mla_backward_call(a, dsink_rows, dkv_acc, det, p_stage, dx_stage, s0, n), *where())
+            bwd(tmpl, sparse_mla_backward_call(a, dsink_rows, dkv_acc, det, p_stage, dx_stage, s0, n,
+                                               group), *where())
             if deterministic:
                 chunks.sum_staged_key_gradients(dkv_acc, det, a, s0, n, pos)
         a.dkv.copy_(dkv_acc[:skv].view(skv, 1, dqk))

@@ -463,6 +463,55 @@ def test_sparse_backward_in_query_chunks(target, deterministic, monkeypatch):
     assert whole[1].abs().sum() > 0
 
 
+def test_sorted_indices_put_the_valid_ones_first_in_order():
+    """The GPU backwards read each query's indices sorted; invalid entries (negative, >= s_kv, past
+    topk_length) become 2^31 - 1 after the valid ones."""
+    import sinkops.ops.prefill_backward as bwd
+    big = 2**31 - 1
+    idx = torch.tensor([[[5, -1, 3, 9, 3, 40]], [[7, 2, 1, 0, 8, 6]]], dtype=torch.int32)
+    got = bwd.sorted_indices(idx, torch.tensor([6, 3], dtype=torch.int32), 10)
+    assert got.dtype == torch.int32 and got.is_contiguous()
+    assert got.tolist() == [[[3, 3, 5, 9, big, big]], [[1, 2, 7, big, big, big]]]
+    assert bwd.sorted_indices(idx, None, 10).tolist() == [[[3, 3, 5, 9, big, big]], [[0, 1, 2, 6, 7, 8]]]
+
+
+@pytest.mark.parametrize("target", params([t for t in MLA_BACKWARD_TARGETS if t.backend in ("triton", "cuda")]))
+@pytest.mark.parametrize("deterministic", [False, True])
+def test_sparse_backward_sorted_indices_and_query_groups(target, deterministic, monkeypatch):
+    """The Triton and CUDA backwards take each query's indices sorted (invalid ones as 2^31 - 1) and
+    run their dkv kernels' blocks in groups of queries: every group size (1, one that leaves a short
+    last group, more than the queries) and the unsorted indices give the same gradients (dkv bit for
+    bit in deterministic mode; float32 atomics otherwise)."""
+    import sinkops.ops.prefill_backward as bwd
+    dev = target.device
+    pc = make_sparse_prefill_case(7, 100, 16, 576, 72, device=dev)
+    sink = sinks_like(16, "dsv4").to(dev)
+    topk_length = torch.tensor([72, 0, 7, 65, 72, 40, 71], dtype=torch.int32, device=dev)
+    g_out = torch.randn(7, 16, 512, device=dev).to(BF16)
+    g_lse = torch.randn(7, 16, device=dev)
+    torch.use_deterministic_algorithms(deterministic)
+    runs = {}
+    try:
+        for name, sort, group, presorted in (("default", True, 0, False), ("unsorted", False, 0, False),
+                                             ("presorted", False, 0, True), ("group1", True, 1, False),
+                                             ("group3", True, 3, False)):
+            monkeypatch.setattr(bwd, "SORT_INDICES", sort)
+            monkeypatch.setattr(bwd, "DKV_QUERY_GROUP", group)
+            case = dict(pc, indices=bwd.sorted_indices(pc["indices"], topk_length, 100)) if presorted else pc
+            runs[name], _ = _prefill_grads(target, case, sink, topk_length, g_out, g_lse, 0.04)
+    finally:
+        torch.use_deterministic_algorithms(False)
+    whole = runs.pop("default")
+    assert whole[1].abs().sum() > 0
+    for run, got in runs.items():
+        for name, a, b in zip(("dq", "dkv", "dsink"), got, whole):
+            assert not torch.isnan(a).any(), (run, name)
+            if run.startswith("group") and (deterministic or name != "dkv"):  # the same dq kernel
+                assert torch.equal(a, b), (run, name)
+            else:  # a query's keys in another order: float rounding; float32 atomics
+                torch.testing.assert_close(a.float(), b.float(), rtol=1e-2, atol=1e-2, msg=f"{run} {name}")
+
+
 @pytest.mark.parametrize("target", [BY_NAME["torch"]], ids=["torch"])
 def test_training_step_compiles_fullgraph(target):
     """torch.compile(fullgraph=True) of forward + backward: the backward op is traced through its fake."""

@@ -24,6 +24,7 @@ std::string sparse_mla_backward_unsupported(const SparseMlaBackwardParams& p) {
       p.dout_head_stride % 8 || p.out_row_stride % 8 || p.out_head_stride % 8)
     return "q, kv, out and dout rows must be 16-byte aligned";
   if (p.dq_row_stride % 2 || p.dq_head_stride % 2) return "dq rows must be 4-byte aligned";
+  if (p.dkv_query_group < 1) return "dkv_query_group must be >= 1";
   if (p.stage_topk % 8 || p.stage_topk < p.topk) return "stage_topk must be topk rounded up to a multiple of 8";
   const DeviceInfo& info = device_info(current_device());
   if (std::string why = sm90_only_unavailable(info); !why.empty()) return why;
@@ -48,7 +49,9 @@ void sparse_mla_backward(const SparseMlaBackwardParams& p, void* stream) {
   if (p.s0 < 0 || p.chunk_rows < 0 || p.s0 + p.chunk_rows > p.s_q)
     throw Error("sparse_mla_prefill_backward (cuda): the chunk [s0, s0 + chunk_rows) must lie in [0, s_q)");
   if (p.chunk_rows > 65535)
-    throw Error("sparse_mla_prefill_backward (cuda): chunk_rows must be <= 65535 (the dkv grid's y)");
+    throw Error("sparse_mla_prefill_backward (cuda): chunk_rows must be <= 65535 (the chunking's bound)");
+  if ((p.topk + 63) / 64 * p.chunk_rows > 0x7fffffffLL)
+    throw Error("sparse_mla_prefill_backward (cuda): ceil(topk / 64) * chunk_rows must be < 2^31 (the dkv grid)");
   if (p.s_kv > 0x7fffffffLL) throw Error("sparse_mla_prefill_backward: s_kv must be < 2^31 (int32 indices)");
   for (const void* ptr : {p.q, p.kv, static_cast<const void*>(p.out), p.dout})
     if (reinterpret_cast<uintptr_t>(ptr) & 15)

@@ -7,6 +7,8 @@ with deterministic=True (torch.use_deterministic_algorithms) the sum is taken in
 """
 from __future__ import annotations
 
+import os
+
 import torch
 
 from sinkops import _validate as V
@@ -27,8 +29,40 @@ class SparseMlaPrefillBackwardArgs(prefill.SparseMlaPrefillArgs):
 # The backends' kernels stage P and dX (bf16, Hq x topk entries a query each) for at most this many bytes
 # of queries at a time (their dq and dkv kernels alternate per chunk); the deterministic mode's
 # per-(query, position) key gradients likewise.
-STAGE_BYTES = 1 << 28
+STAGE_BYTES = int(os.environ.get("SINKOPS_BWD_STAGE_MB", "256")) << 20  # (the variable: tuning runs only)
 STAGE_DET_BYTES = 1 << 30
+
+
+# The GPU backends read each query's indices in increasing order (sorted_indices) and run their dkv
+# kernels' CTAs in groups of queries (dkv_query_group), a position block of every query in the group
+# before the next block (odd groups backwards): CTAs that run together then add into one key range of
+# the float32 sum, which stays in L2 (bench/NOTES.md "Sparse backward, dkv v3"). The environment
+# variables are for tuning runs only.
+SORT_INDICES = os.environ.get("SINKOPS_BWD_SORT_INDICES", "1") != "0"
+DKV_QUERY_GROUP = int(os.environ.get("SINKOPS_BWD_DKV_QUERY_GROUP", "0"))  # > 0: this group, whatever the shape
+DKV_GROUP_BYTES = 16 << 20
+
+
+def dkv_query_group(hq: int, dqk: int, dv: int) -> int:
+    """Queries per group of the dkv kernels' CTAs: as many as have 16 MiB of q and dO (bf16) between
+    them, which L2 keeps beside the group's key range of the float32 sum. Measured on an H100 (op µs,
+    the best group in bold): V4-Pro (128 heads, 262 KB a query) G 32 / 48 / **64** / 96 / 128 = 8303 /
+    7900 / **7703** / 8433 / 9467 µs of dkv kernel; V4-Flash (64 heads) 64 / 96 / **128** / 256 = 4314
+    / 3933 / **3806** / 4170; V4-Flash TP-8 (8 heads) 64 / 256 / **1024**."""
+    if DKV_QUERY_GROUP > 0:
+        return DKV_QUERY_GROUP
+    return max(1, DKV_GROUP_BYTES // max(1, hq * (dqk + dv) * 2))
+
+
+def sorted_indices(indices, topk_length, skv: int):
+    """indices [Sq, 1, topk] int32 -> a contiguous copy with each query's valid indices in increasing
+    order, every invalid entry (negative, >= skv, or at a position >= topk_length) replaced by 2^31 - 1
+    (invalid to every kernel) and so sorted after them. The gradients do not depend on the order of a
+    query's positions (up to float rounding); the dkv kernels' memory locality does."""
+    invalid = (indices < 0) | (indices >= skv)
+    if topk_length is not None:
+        invalid |= torch.arange(indices.shape[-1], device=indices.device) >= topk_length.view(-1, 1, 1)
+    return torch.where(invalid, torch.iinfo(torch.int32).max, indices).sort(dim=-1).values
 
 
 def chunk_rows(sq: int, hq: int, topk: int, dqk: int, deterministic: bool) -> int:
@@ -86,6 +120,8 @@ def _args(p, dout, dlse, q, kv, indices, out, lse, attn_sink, topk_length, deter
     if sq == 0 or fp.hq == 0 or kv.shape[0] == 0:  # no row reads a key: every gradient is exactly 0
         return (torch.zeros_like(q), torch.zeros_like(kv), d_sink), None
     dq, dkv = torch.empty_like(q), torch.empty_like(kv)
+    if SORT_INDICES and q.is_cuda:
+        indices = sorted_indices(indices, topk_length, kv.shape[0])
     a = SparseMlaPrefillBackwardArgs(q, kv, indices, topk_length, attn_sink, out, None, lse, sq, fp.scale)
     a.dout, a.dlse, a.dq, a.dkv = dout, dlse, dq, dkv
     a.d_attn_sink, a.deterministic = (d_sink if attn_sink is not None else None), deterministic

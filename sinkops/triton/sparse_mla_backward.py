@@ -132,19 +132,29 @@ def _dkv_columns(acc_base, stage_out, valid, in_topk, p_t, dx_t, q_base, do_base
         tl.atomic_add(acc_base[:, None] + c[None, :], g, mask=valid[:, None], sem="relaxed")
 
 
-@triton.jit(do_not_specialize=["Skv", "s0"])
+@triton.jit(do_not_specialize=["Skv", "s0", "rows"])
 def sparse_mla_bwd_dkv_kernel(
     q_ptr, idx_ptr, topk_len_ptr, dout_ptr, p_stage_ptr, dx_stage_ptr, dkv_acc_ptr, det_stage_ptr,
-    Skv: "i64", s0: "i64", Hq, topk,
+    Skv: "i64", s0: "i64", rows: "i64", query_group: "i64", Hq, topk,
     stride_q_s, stride_q_h, stride_idx_s, stride_do_s, stride_do_h,
     HAS_TOPK_LEN: tl.constexpr, HAS_ROPE: tl.constexpr, DETERMINISTIC: tl.constexpr,
     BLOCK_HQ: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_C: tl.constexpr, INTERP: tl.constexpr,
 ):
-    """Program (index block program_id(0), query s0 + program_id(1): a query's blocks run side by
-    side, so its q and dout stay in L2). dkv_acc: float32 [Skv + 1, Dqk]; det_stage
-    (deterministic): float32 [queries of this chunk, topk, Dqk]."""
-    kb = tl.program_id(0)
-    sl = tl.program_id(1).to(tl.int64)  # the query's row in this chunk's stages
+    """Program -> (index block kb, query s0 + sl) of the chunk's `rows` queries: groups of
+    query_group queries, in each the block (odd groups backwards), then the query (the CUDA dkv kernel's
+    order, over sorted indices: programs that run together add into one key range of dkv_acc, which
+    stays in L2).
+    dkv_acc: float32 [Skv + 1, Dqk]; det_stage (deterministic): float32 [queries of this chunk, topk,
+    Dqk]."""
+    k_blocks = tl.cdiv(topk, BLOCK_K)
+    pid = tl.program_id(0).to(tl.int64)
+    group = pid // (query_group * k_blocks)
+    first = group * query_group
+    in_group = tl.minimum(query_group, rows - first)
+    rest = pid - first * k_blocks
+    kb = rest // in_group
+    kb = tl.where(group % 2 == 1, k_blocks - 1 - kb, kb).to(tl.int32)  # odd groups backwards (L2)
+    sl = first + rest % in_group  # the query's row in this chunk's stages
     s = s0 + sl
     n = topk
     if HAS_TOPK_LEN:
@@ -227,6 +237,7 @@ def prepare(a):
         dx_stage = torch.empty(rows, topk, hq, dtype=torch.bfloat16, device=dev)
         det = torch.empty(rows, topk, dqk, dtype=torch.float32, device=dev) if a.deterministic else dkv_acc
         pos = torch.arange(topk, device=dev) if a.deterministic else None
+        group = _chunks.dkv_query_group(hq, dqk, a.dout.shape[-1])
         for s0 in range(0, sq, rows):
             n = min(rows, sq - s0)
             run_dq((n, head_blocks), (
@@ -234,9 +245,9 @@ def prepare(a):
                 skv, s0, hq, topk, scale * LOG2E, scale, a.q.stride(0), a.q.stride(1), a.kv.stride(0),
                 a.indices.stride(0), a.out.stride(0), a.out.stride(1), a.dout.stride(0), a.dout.stride(1),
                 a.dq.stride(0), a.dq.stride(1)), dev)
-            run_dkv((k_blocks, n), (
+            run_dkv((k_blocks * n,), (
                 a.q, a.indices, topk_len, a.dout, p_stage, dx_stage, dkv_acc, det,
-                skv, s0, hq, topk, a.q.stride(0), a.q.stride(1), a.indices.stride(0), a.dout.stride(0),
+                skv, s0, n, group, hq, topk, a.q.stride(0), a.q.stride(1), a.indices.stride(0), a.dout.stride(0),
                 a.dout.stride(1)), dev)
             if a.deterministic:
                 _chunks.sum_staged_key_gradients(dkv_acc, det, a, s0, n, pos)

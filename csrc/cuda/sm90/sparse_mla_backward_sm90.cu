@@ -21,8 +21,8 @@ void launch(const SparseMlaBackwardParams& p, cudaStream_t stream) {
   const auto rows = static_cast<unsigned>(p.chunk_rows);
   dq_kernel<<<dim3(rows, static_cast<unsigned>((p.h_q + 63) / 64)), Dq::kThreads, Dq::kSmemBytes, stream>>>(p);
   check_launch("sparse_mla_prefill_backward dq (sm90)");
-  const dim3 dkv_grid(static_cast<unsigned>((p.topk + 63) / 64), rows);
-  (p.deterministic ? dkv_det_kernel : dkv_kernel)<<<dkv_grid, Dkv::kThreads, Dkv::kSmemBytes, stream>>>(p);
+  const auto dkv_ctas = static_cast<unsigned>((p.topk + Dkv::kPositions - 1) / Dkv::kPositions * p.chunk_rows);
+  (p.deterministic ? dkv_det_kernel : dkv_kernel)<<<dkv_ctas, Dkv::kThreads, Dkv::kSmemBytes, stream>>>(p);
   check_launch("sparse_mla_prefill_backward dkv (sm90)");
 }
 }  // namespace

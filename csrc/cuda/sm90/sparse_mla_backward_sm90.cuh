@@ -373,6 +373,27 @@ __global__ void __launch_bounds__(384, 1) sparse_mla_bwd_dq_sm90_kernel(const __
 
 // ------------------------------------------------------------------------------------- dkv
 
+// CTA `cta` of the dkv grid -> (position block, query row in the chunk): groups of
+// p.dkv_query_group queries (the last one shorter), in each group the block, then the query; odd
+// groups take the blocks backwards (they start on the key range the group before ended on, still in
+// L2). 32-bit math: the grid (blocks_per_query x chunk_rows CTAs) is below 2^31 (checked by the
+// entry point).
+struct DkvCta {
+  int block;
+  int row_in_chunk;
+};
+__device__ __forceinline__ DkvCta dkv_query_position_block(const SparseMlaBackwardParams& p, uint32_t cta,
+                                                          uint32_t blocks_per_query) {
+  const auto rows = static_cast<uint32_t>(p.chunk_rows);
+  const auto group_size = static_cast<uint32_t>(min(p.dkv_query_group, p.chunk_rows));
+  const uint32_t group = cta / (group_size * blocks_per_query);
+  const uint32_t first = group * group_size;
+  const uint32_t in_group = min(group_size, rows - first);
+  const uint32_t rest = cta - first * blocks_per_query;
+  const uint32_t block = rest / in_group;
+  return {static_cast<int>(group % 2 ? blocks_per_query - 1 - block : block), static_cast<int>(first + rest % in_group)};
+}
+
 template <int kDqk, int kHeadsPad>
 struct SparseMlaBwdDkvConfig {
   static_assert(kHeadsPad == 64 || kHeadsPad == 128, "h_q <= 128 (the MMA's K, padded)");
@@ -396,7 +417,13 @@ struct SparseMlaBwdDkvConfig {
   static constexpr int kSmemBytes = sizeof(Smem);
 };
 
-// grid: (ceil(topk / 64), chunk_rows); block 128; dynamic smem: Smem.
+// grid: (ceil(topk / 64) x chunk_rows); block 128; dynamic smem: Smem. The CTA index runs over groups
+// of dkv_query_group queries, then the 64-position block, then the query in the group
+// (dkv_query_position_block): CTAs that run at the same time take the same position block of many
+// queries. The caller sorts each query's indices (sinkops/ops/prefill_backward.py), so a position
+// block covers about the same key range in every query and the float32 sums those CTAs add into
+// stay in L2 (with the block as the fastest index they covered the whole of dkv_acc, larger than
+// L2: bench/NOTES.md "Sparse backward, sm90, dkv v3").
 //
 // Written as a rolled loop over the 64-channel chunks with the per-thread addresses computed once:
 // the first version unrolled all chunks with CuTe's swizzle and a branch per reduction
@@ -409,8 +436,9 @@ __global__ void __launch_bounds__(128) sparse_mla_bwd_dkv_sm90_kernel(const __gr
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   auto& sm = *reinterpret_cast<typename C::Smem*>(smem_raw);
   const int t = threadIdx.x;
-  const int pos0 = blockIdx.x * C::kPositions;
-  const int64_t row_in_chunk = blockIdx.y;
+  const DkvCta cta = dkv_query_position_block(p, blockIdx.x, (p.topk + C::kPositions - 1) / C::kPositions);
+  const int pos0 = cta.block * C::kPositions;
+  const int64_t row_in_chunk = cta.row_in_chunk;
   const int64_t q_idx = p.s0 + row_in_chunk;
   int n_keys = p.topk;
   if (p.topk_length != nullptr) n_keys = min(max(p.topk_length[q_idx], 0), p.topk);
@@ -480,8 +508,13 @@ __global__ void __launch_bounds__(128) sparse_mla_bwd_dkv_sm90_kernel(const __gr
         if constexpr (kDeterministic) {
           *reinterpret_cast<float2*>(at) = make_float2(acc(i), acc(i + 1));
         } else {
+#ifdef SINKOPS_SBWD_SCALAR_RED  // tuning knob (bench/NOTES.md "dkv v3"): two scalar reductions
+          atomicAdd(at, acc(i));
+          atomicAdd(at + 1, acc(i + 1));
+#else
           // one float2 reduction per pair (two scalar ones measured 1.4x slower: bench/NOTES.md)
           atomicAdd(reinterpret_cast<float2*>(at), make_float2(acc(i), acc(i + 1)));
+#endif
         }
       }
     }

@@ -23,6 +23,7 @@
   CALL(void*, dx_stage, nullptr)        /* [chunk_rows, h_q, stage_topk] bf16: scale dX */           \
   CALL(int64_t, s0, 0)                  /* the chunk's first query */                               \
   CALL(int64_t, chunk_rows, 0)          /* queries in this chunk */                                 \
+  CALL(int64_t, dkv_query_group, 1)     /* the dkv grid's query groups (sparse_mla_backward_sm90.cuh) */ \
   STATIC(int32_t, stage_topk, 0)        /* topk rounded up to a multiple of 8 (16-byte stage rows) */ \
   STATIC(int32_t, deterministic, 0)                                                                 \
   STATIC(int64_t, dout_row_stride, 0)                                                               \
