@@ -39,8 +39,8 @@ AUTO_ORDER = {
              "sparse_mla_decode": ("cuda", "triton", "torch"),
              # the CUDA window backward (sm_90a) comes first through prefers() where it runs
              "window_attention_backward": ("triton", "cuda", "torch"),
-             # the CUDA sparse backward (sm_90a) comes first through prefers() above 64 heads or
-             # deterministic (bench/NOTES.md "Sparse backward, sm90, dkv v2")
+             # the CUDA sparse backward (sm_90a) comes first through prefers() at 64 heads and above
+             # or deterministic (bench/NOTES.md "Sparse backward, dkv v3")
              "sparse_mla_prefill_backward": ("triton", "cuda", "torch")},
     "cpu": ("sycl", "torch"),
     "xpu": ("sycl", "torch"),

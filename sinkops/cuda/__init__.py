@@ -65,7 +65,7 @@ class CudaBackend:
         """Whether `auto` should take this backend before the ones listed ahead of it: the sm_90a
         kernels (on a Hopper GPU: window attention at d <= 128, sparse prefill at every head count
         (above 32 heads the 64-head kernel, else the few-heads one), the window backward wherever
-        it runs, the sparse backward above 64 heads or deterministic) are faster than the Triton
+        it runs, the sparse backward at 64 heads and above or deterministic) are faster than the Triton
         ones there (bench/NOTES.md); the mma.sync kernels are not."""
         if self.device_type != "cuda" or a.op not in self.ops or self.supports(a):
             return False
@@ -75,11 +75,11 @@ class CudaBackend:
             # 1387 vs 1900 (bench/NOTES.md "Window backward v5"; v4 lost full d 128, 3700 vs 3018)
             return True
         if a.op == "sparse_mla_prefill_backward":
-            # dkv v2 (2026-12-07, H100, same run): above 64 heads 1.12x Triton's on V4-Pro (16252
-            # vs 18155 µs) and 1.24x on V3.2; at 64 heads and fewer 0.97-0.98x (V4-Flash, TP-8), where
-            # Triton stays first; deterministic 1.10-1.37x at every head count (bench/NOTES.md
-            # "Sparse backward, sm90, dkv v2")
-            return a.q.shape[1] > 64 or bool(a.deterministic)
+            # dkv v3 (session 34, H100, same run): 1.18x Triton's on V4-Pro (14700 vs 17280 µs),
+            # 1.33x on V3.2, 1.03x at 64 heads (V4-Flash, 6323 vs 6526); at 8 heads 0.96x (TP-8,
+            # 4373 vs 4181), where Triton stays first; deterministic 1.07-1.32x at every head count
+            # (bench/NOTES.md "Sparse backward, dkv v3")
+            return a.q.shape[1] >= 64 or bool(a.deterministic)
         path = getattr(self.mod, a.op + "_path", None)
         if path is None:
             return False

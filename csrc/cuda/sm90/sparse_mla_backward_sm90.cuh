@@ -508,13 +508,9 @@ __global__ void __launch_bounds__(128) sparse_mla_bwd_dkv_sm90_kernel(const __gr
         if constexpr (kDeterministic) {
           *reinterpret_cast<float2*>(at) = make_float2(acc(i), acc(i + 1));
         } else {
-#ifdef SINKOPS_SBWD_SCALAR_RED  // tuning knob (bench/NOTES.md "dkv v3"): two scalar reductions
-          atomicAdd(at, acc(i));
-          atomicAdd(at + 1, acc(i + 1));
-#else
-          // one float2 reduction per pair (two scalar ones measured 1.4x slower: bench/NOTES.md)
+          // one float2 reduction per pair (two scalar ones measured 1.4x slower with random CTA order
+          // and 1.6x with dkv v3's query groups: bench/NOTES.md)
           atomicAdd(reinterpret_cast<float2*>(at), make_float2(acc(i), acc(i + 1)));
-#endif
         }
       }
     }
