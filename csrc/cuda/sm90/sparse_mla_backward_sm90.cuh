@@ -394,31 +394,36 @@ __device__ __forceinline__ DkvCta dkv_query_position_block(const SparseMlaBackwa
   return {static_cast<int>(group % 2 ? blocks_per_query - 1 - block : block), static_cast<int>(first + rest % in_group)};
 }
 
+// Warpgroups per dkv CTA, each on its own 64 positions, all sharing each q / dO chunk (a tuning
+// knob: 1, or 2 = half the L2 reads of q and dO per position; bench/NOTES.md "dkv v3").
+#ifndef SINKOPS_SBWD_DKV_WARPGROUPS
+#define SINKOPS_SBWD_DKV_WARPGROUPS 1
+#endif
+
 template <int kDqk, int kHeadsPad>
 struct SparseMlaBwdDkvConfig {
   static_assert(kHeadsPad == 64 || kHeadsPad == 128, "h_q <= 128 (the MMA's K, padded)");
-  static constexpr int kPositions = 64;      // index positions per CTA (the MMA's M)
+  static constexpr int kWarpgroups = SINKOPS_SBWD_DKV_WARPGROUPS;
+  static constexpr int kPositions = 64 * kWarpgroups;  // index positions per CTA (64 a warpgroup: the MMA's M)
   static constexpr int kChunks = kDqk / 64;  // 64-channel output chunks (the MMA's N)
   static constexpr int kVChunks = 8;         // the chunks that also take P^T dO (the rest: RoPE)
-  static constexpr int kThreads = 128;
+  static constexpr int kThreads = 128 * kWarpgroups;
   // [64 (positions or channels), heads] with the 64 contiguous: the MN-major operands of both
   // products (a stage row [h, 64 positions] and a q / dO row [h, 64 channels] are 128-byte rows).
   using Operand = decltype(tile_to_shape(GMMA::Layout_MN_SW128_Atom<bf16>{}, Shape<_64, Int<kHeadsPad>>{}));
   using Mma = decltype(make_tiled_mma(GMMA::MMA_64x64x16_F32BF16BF16_SS<GMMA::Major::MN, GMMA::Major::MN>{}));
   static constexpr int kOperandElems = 64 * kHeadsPad;
-  // a thread's 16-byte copies of one operand: rows k = t / 8 + 16 m, 16-byte column t % 8
-  static constexpr int kCopies = kHeadsPad * 8 / kThreads;
   struct Smem {
-    alignas(1024) bf16 dx[kOperandElems];       // scale dX^T [positions, heads]
-    alignas(1024) bf16 p[kOperandElems];        // P^T
+    alignas(1024) bf16 dx[kWarpgroups][kOperandElems];  // [warpgroup] scale dX^T [positions, heads]
+    alignas(1024) bf16 p[kWarpgroups][kOperandElems];   // [warpgroup] P^T
     alignas(1024) bf16 q[2][kOperandElems];     // [buffer] q[:, chunk] as [channels, heads]
     alignas(1024) bf16 dout[2][kOperandElems];  // [buffer] dO[:, chunk]
   };
   static constexpr int kSmemBytes = sizeof(Smem);
 };
 
-// grid: (ceil(topk / 64) x chunk_rows); block 128; dynamic smem: Smem. The CTA index runs over groups
-// of dkv_query_group queries, then the 64-position block, then the query in the group
+// grid: (ceil(topk / kPositions) x chunk_rows); block kThreads; dynamic smem: Smem. The CTA index runs
+// over groups of dkv_query_group queries, then the position block, then the query in the group
 // (dkv_query_position_block): CTAs that run at the same time take the same position block of many
 // queries. The caller sorts each query's indices (sinkops/ops/prefill_backward.py), so a position
 // block covers about the same key range in every query and the float32 sums those CTAs add into
@@ -430,47 +435,64 @@ struct SparseMlaBwdDkvConfig {
 // (~9900 SASS instructions, ~160 KB of code run once per CTA) and ran at half the Triton kernel's
 // speed with the same tiles (bench/NOTES.md "Sparse backward, sm90, dkv v2").
 template <int kDqk, int kHeadsPad, bool kDeterministic>
-__global__ void __launch_bounds__(128) sparse_mla_bwd_dkv_sm90_kernel(const __grid_constant__ SparseMlaBackwardParams p) {
+__global__ void __launch_bounds__(128 * SINKOPS_SBWD_DKV_WARPGROUPS)
+    sparse_mla_bwd_dkv_sm90_kernel(const __grid_constant__ SparseMlaBackwardParams p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using C = SparseMlaBwdDkvConfig<kDqk, kHeadsPad>;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   auto& sm = *reinterpret_cast<typename C::Smem*>(smem_raw);
   const int t = threadIdx.x;
+  const int tw = C::kWarpgroups == 1 ? t : t % 128, wg = C::kWarpgroups == 1 ? 0 : t / 128;  // in its warpgroup; which
   const DkvCta cta = dkv_query_position_block(p, blockIdx.x, (p.topk + C::kPositions - 1) / C::kPositions);
-  const int pos0 = cta.block * C::kPositions;
+  const int pos0 = cta.block * C::kPositions;  // the CTA's first position
+  const int wpos0 = pos0 + 64 * wg;            // its warpgroup's
   const int64_t row_in_chunk = cta.row_in_chunk;
   const int64_t q_idx = p.s0 + row_in_chunk;
   int n_keys = p.topk;
   if (p.topk_length != nullptr) n_keys = min(max(p.topk_length[q_idx], 0), p.topk);
   if (!kDeterministic && pos0 >= n_keys) return;  // deterministic: a block past n stores its zeros
 
-  // This thread's 16-byte copies into an operand: row k = k0 + 16 m (a head), entries 8 j.. of the
-  // 64 contiguous ones. In the 128-byte swizzle a row is 128 bytes and the swizzle repeats every
-  // 8 rows, so copy m lands 16 rows = 2048 bytes after copy 0. Every operand buffer is 1024-byte
-  // aligned (a whole swizzle period), so these offsets, taken in dx, hold in each of them.
-  const int k0 = t / 8, j = t % 8;
-  const uint32_t smem_off = static_cast<uint32_t>(
-      reinterpret_cast<const char*>(&make_tensor(make_smem_ptr(sm.dx), typename C::Operand{})(8 * j, k0)) -
-      reinterpret_cast<const char*>(sm.dx));
-  auto load_rows = [&](bf16* base, const bf16* src_row0, int64_t head_stride, int valid_from) {
-    const uint32_t dst = cast_smem_ptr_to_uint(base) + smem_off;
-    const bool col_ok = 8 * j < valid_from;
+  // A thread's 16-byte copies into an operand that kLanes threads copy (`lane` its index among them):
+  // row k = lane / 8 + m kLanes / 8 (a head), entries 8 (lane % 8).. of the 64 contiguous ones. In the
+  // 128-byte swizzle a row is 128 bytes and the swizzle repeats every 8 rows, so copy m lands m kLanes
+  // / 8 rows = 16 m kLanes bytes after copy 0. Every operand buffer is 1024-byte aligned (a whole
+  // swizzle period), so an offset taken in dx[0] holds in each of them.
+  struct Copier {  // one lane's copies: its offset in an operand buffer, its first row, its column
+    uint32_t off;
+    int k0, j;
+  };
+  auto copier = [&](int lane) {
+    return Copier{static_cast<uint32_t>(reinterpret_cast<const char*>(&make_tensor(
+                      make_smem_ptr(sm.dx[0]), typename C::Operand{})(8 * (lane % 8), lane / 8)) -
+                  reinterpret_cast<const char*>(sm.dx[0])), lane / 8, lane % 8};
+  };
+  const Copier stage_copier = copier(tw);
+  const Copier chunk_copier = C::kWarpgroups == 1 ? stage_copier : copier(t);
+  auto load_rows = [&](bf16* base, const Copier& c, auto lanes, const bf16* src_row0, int64_t head_stride,
+                       int valid_from) {
+    constexpr int kLanes = decltype(lanes)::value, kCopies = kHeadsPad * 8 / kLanes;
+    const uint32_t dst = cast_smem_ptr_to_uint(base) + c.off;
+    const bool col_ok = 8 * c.j < valid_from;
     CUTLASS_PRAGMA_UNROLL
-    for (int m = 0; m < C::kCopies; ++m) {
-      const int k = k0 + 16 * m;
+    for (int m = 0; m < kCopies; ++m) {
+      const int k = c.k0 + m * (kLanes / 8);
       const bool ok = col_ok && k < p.h_q;
-      cp_async_16_zfill_l2(dst + m * 2048, src_row0 + (ok ? k * head_stride + 8 * j : 0), ok);
+      cp_async_16_zfill_l2(dst + m * 16 * kLanes, src_row0 + (ok ? k * head_stride + 8 * c.j : 0), ok);
     }
   };
-  // the stages: positions pos0.. of every head; entries >= n were never written (zeros here)
-  const int64_t stage_row = (row_in_chunk * p.h_q) * p.stage_topk + pos0;
-  load_rows(sm.dx, static_cast<const bf16*>(p.dx_stage) + stage_row, p.stage_topk, n_keys - pos0);
-  load_rows(sm.p, static_cast<const bf16*>(p.p_stage) + stage_row, p.stage_topk, n_keys - pos0);
+  // the warpgroup's stages: positions wpos0.. of every head; entries >= n were never written (zeros)
+  const int64_t stage_row = (row_in_chunk * p.h_q) * p.stage_topk + wpos0;
+  load_rows(sm.dx[wg], stage_copier, Int<128>{}, static_cast<const bf16*>(p.dx_stage) + stage_row, p.stage_topk,
+            n_keys - wpos0);
+  load_rows(sm.p[wg], stage_copier, Int<128>{}, static_cast<const bf16*>(p.p_stage) + stage_row, p.stage_topk,
+            n_keys - wpos0);
   const bf16* q_row = static_cast<const bf16*>(p.q) + q_idx * p.q_row_stride;
   const bf16* do_row = static_cast<const bf16*>(p.dout) + q_idx * p.dout_row_stride;
   auto load_chunk = [&](int chunk) {  // (the commit closes a group even when nothing is left)
-    if (chunk < C::kChunks) load_rows(sm.q[chunk % 2], q_row + chunk * 64, p.q_head_stride, 64);
-    if (chunk < C::kVChunks) load_rows(sm.dout[chunk % 2], do_row + chunk * 64, p.dout_head_stride, 64);
+    if (chunk < C::kChunks)
+      load_rows(sm.q[chunk % 2], chunk_copier, Int<C::kThreads>{}, q_row + chunk * 64, p.q_head_stride, 64);
+    if (chunk < C::kVChunks)
+      load_rows(sm.dout[chunk % 2], chunk_copier, Int<C::kThreads>{}, do_row + chunk * 64, p.dout_head_stride, 64);
     cp_async_commit();
   };
   load_chunk(0);
@@ -482,7 +504,7 @@ __global__ void __launch_bounds__(128) sparse_mla_bwd_dkv_sm90_kernel(const __gr
   bool store[2];
   CUTLASS_PRAGMA_UNROLL
   for (int h = 0; h < 2; ++h) {
-    const int pos = pos0 + acc_row(h, t);
+    const int pos = wpos0 + acc_row(h, tw);
     if constexpr (kDeterministic) {
       store[h] = pos < p.topk;
       dst[h] = p.det_stage + (row_in_chunk * p.topk + (store[h] ? pos : 0)) * kDqk;
@@ -491,13 +513,13 @@ __global__ void __launch_bounds__(128) sparse_mla_bwd_dkv_sm90_kernel(const __gr
       store[h] = idx >= 0 && idx < p.s_kv;
       dst[h] = p.dkv_acc + static_cast<int64_t>(store[h] ? idx : 0) * kDqk;
     }
-    dst[h] += acc_col(0, t);
+    dst[h] += acc_col(0, tw);
   }
 
   typename C::Mma mma;
   Tensor acc = partition_fragment_C(mma, Shape<_64, _64>{});
-  auto sDx = make_tensor(make_smem_ptr(sm.dx), typename C::Operand{});
-  auto sP = make_tensor(make_smem_ptr(sm.p), typename C::Operand{});
+  auto sDx = make_tensor(make_smem_ptr(sm.dx[wg]), typename C::Operand{});
+  auto sP = make_tensor(make_smem_ptr(sm.p[wg]), typename C::Operand{});
   // chunk's 64 gradient columns added (or stored) from the accumulator
   auto reduce = [&](int chunk) {
     CUTLASS_PRAGMA_UNROLL
@@ -521,10 +543,10 @@ __global__ void __launch_bounds__(128) sparse_mla_bwd_dkv_sm90_kernel(const __gr
     cutlass::arch::fence_view_async_shared();  // cp.async's generic-proxy writes -> the wgmma reads
     __syncthreads();
     auto sQc = make_tensor(make_smem_ptr(sm.q[chunk % 2]), typename C::Operand{});
-    wgmma_ss(mma, sDx, sQc, acc, true, t);  // scale dX^T q[:, chunk]
+    wgmma_ss(mma, sDx, sQc, acc, true, tw);  // scale dX^T q[:, chunk]
     if constexpr (decltype(with_dout)::value) {
       auto sDoc = make_tensor(make_smem_ptr(sm.dout[chunk % 2]), typename C::Operand{});
-      wgmma_ss(mma, sP, sDoc, acc, false, t);  // + P^T dO[:, chunk]
+      wgmma_ss(mma, sP, sDoc, acc, false, tw);  // + P^T dO[:, chunk]
     }
     warpgroup_commit_batch();
     warpgroup_wait<0>();
