@@ -394,17 +394,13 @@ __device__ __forceinline__ DkvCta dkv_query_position_block(const SparseMlaBackwa
   return {static_cast<int>(group % 2 ? blocks_per_query - 1 - block : block), static_cast<int>(first + rest % in_group)};
 }
 
-// Warpgroups per dkv CTA, each on its own 64 positions, all sharing each q / dO chunk (a tuning
-// knob: 1, or 2 = half the L2 reads of q and dO per position; bench/NOTES.md "dkv v3").
-#ifndef SINKOPS_SBWD_DKV_WARPGROUPS
-#define SINKOPS_SBWD_DKV_WARPGROUPS 1
-#endif
-
 template <int kDqk, int kHeadsPad>
 struct SparseMlaBwdDkvConfig {
   static_assert(kHeadsPad == 64 || kHeadsPad == 128, "h_q <= 128 (the MMA's K, padded)");
-  static constexpr int kWarpgroups = SINKOPS_SBWD_DKV_WARPGROUPS;
-  static constexpr int kPositions = 64 * kWarpgroups;  // index positions per CTA (64 a warpgroup: the MMA's M)
+  // Two warpgroups, each on its own 64 positions (the MMA's M), share each q / dO chunk: half the L2
+  // reads of q and dO per position of one (1-2 % faster on the dkv kernel, bench/NOTES.md "dkv v3")
+  static constexpr int kWarpgroups = 2;
+  static constexpr int kPositions = 64 * kWarpgroups;  // index positions per CTA
   static constexpr int kChunks = kDqk / 64;  // 64-channel output chunks (the MMA's N)
   static constexpr int kVChunks = 8;         // the chunks that also take P^T dO (the rest: RoPE)
   static constexpr int kThreads = 128 * kWarpgroups;
@@ -435,14 +431,14 @@ struct SparseMlaBwdDkvConfig {
 // (~9900 SASS instructions, ~160 KB of code run once per CTA) and ran at half the Triton kernel's
 // speed with the same tiles (bench/NOTES.md "Sparse backward, sm90, dkv v2").
 template <int kDqk, int kHeadsPad, bool kDeterministic>
-__global__ void __launch_bounds__(128 * SINKOPS_SBWD_DKV_WARPGROUPS)
-    sparse_mla_bwd_dkv_sm90_kernel(const __grid_constant__ SparseMlaBackwardParams p) {
+__global__ void __launch_bounds__(256) sparse_mla_bwd_dkv_sm90_kernel(const __grid_constant__ SparseMlaBackwardParams p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using C = SparseMlaBwdDkvConfig<kDqk, kHeadsPad>;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   auto& sm = *reinterpret_cast<typename C::Smem*>(smem_raw);
   const int t = threadIdx.x;
-  const int tw = C::kWarpgroups == 1 ? t : t % 128, wg = C::kWarpgroups == 1 ? 0 : t / 128;  // in its warpgroup; which
+  static_assert(C::kThreads == 256, "__launch_bounds__ above");
+  const int tw = t % 128, wg = t / 128;  // the thread's index in its warpgroup; which warpgroup
   const DkvCta cta = dkv_query_position_block(p, blockIdx.x, (p.topk + C::kPositions - 1) / C::kPositions);
   const int pos0 = cta.block * C::kPositions;  // the CTA's first position
   const int wpos0 = pos0 + 64 * wg;            // its warpgroup's
@@ -467,7 +463,7 @@ __global__ void __launch_bounds__(128 * SINKOPS_SBWD_DKV_WARPGROUPS)
                   reinterpret_cast<const char*>(sm.dx[0])), lane / 8, lane % 8};
   };
   const Copier stage_copier = copier(tw);
-  const Copier chunk_copier = C::kWarpgroups == 1 ? stage_copier : copier(t);
+  const Copier chunk_copier = copier(t);
   auto load_rows = [&](bf16* base, const Copier& c, auto lanes, const bf16* src_row0, int64_t head_stride,
                        int valid_from) {
     constexpr int kLanes = decltype(lanes)::value, kCopies = kHeadsPad * 8 / kLanes;
