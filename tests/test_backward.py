@@ -484,9 +484,10 @@ def test_sparse_backward_sorted_indices_and_query_groups(target, deterministic, 
     bit in deterministic mode; float32 atomics otherwise)."""
     import sinkops.ops.prefill_backward as bwd
     dev = target.device
-    pc = make_sparse_prefill_case(7, 100, 16, 576, 72, device=dev)
+    topk = 300 if dev == "cuda" else 72  # the CUDA dkv CTA takes 128 positions: 3 blocks a query
+    pc = make_sparse_prefill_case(7, 400, 16, 576, topk, device=dev)
     sink = sinks_like(16, "dsv4").to(dev)
-    topk_length = torch.tensor([72, 0, 7, 65, 72, 40, 71], dtype=torch.int32, device=dev)
+    topk_length = torch.tensor([topk, 0, 7, topk - 7, topk, 40, topk - 1], dtype=torch.int32, device=dev)
     g_out = torch.randn(7, 16, 512, device=dev).to(BF16)
     g_lse = torch.randn(7, 16, device=dev)
     torch.use_deterministic_algorithms(deterministic)
@@ -497,7 +498,7 @@ def test_sparse_backward_sorted_indices_and_query_groups(target, deterministic, 
                                              ("group3", True, 3, False)):
             monkeypatch.setattr(bwd, "SORT_INDICES", sort)
             monkeypatch.setattr(bwd, "DKV_QUERY_GROUP", group)
-            case = dict(pc, indices=bwd.sorted_indices(pc["indices"], topk_length, 100)) if presorted else pc
+            case = dict(pc, indices=bwd.sorted_indices(pc["indices"], topk_length, 400)) if presorted else pc
             runs[name], _ = _prefill_grads(target, case, sink, topk_length, g_out, g_lse, 0.04)
     finally:
         torch.use_deterministic_algorithms(False)

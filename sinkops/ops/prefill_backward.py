@@ -26,10 +26,18 @@ class SparseMlaPrefillBackwardArgs(prefill.SparseMlaPrefillArgs):
     __slots__ = ("dout", "dlse", "dq", "dkv", "d_attn_sink", "deterministic")
 
 
+def _env_int(name: str, default: int) -> int:
+    """A tuning variable's integer (its default when unset or not a number)."""
+    try:
+        return int(os.environ.get(name, default))
+    except ValueError:
+        return default
+
+
 # The backends' kernels stage P and dX (bf16, Hq x topk entries a query each) for at most this many bytes
 # of queries at a time (their dq and dkv kernels alternate per chunk); the deterministic mode's
 # per-(query, position) key gradients likewise.
-STAGE_BYTES = int(os.environ.get("SINKOPS_BWD_STAGE_MB", "256")) << 20  # (the variable: tuning runs only)
+STAGE_BYTES = _env_int("SINKOPS_BWD_STAGE_MB", 256) << 20  # (the variable: tuning runs only)
 STAGE_DET_BYTES = 1 << 30
 
 
@@ -38,8 +46,8 @@ STAGE_DET_BYTES = 1 << 30
 # before the next block (odd groups backwards): CTAs that run together then add into one key range of
 # the float32 sum, which stays in L2 (bench/NOTES.md "Sparse backward, dkv v3"). The environment
 # variables are for tuning runs only.
-SORT_INDICES = os.environ.get("SINKOPS_BWD_SORT_INDICES", "1") != "0"
-DKV_QUERY_GROUP = int(os.environ.get("SINKOPS_BWD_DKV_QUERY_GROUP", "0"))  # > 0: this group, whatever the shape
+SORT_INDICES = os.environ.get("SINKOPS_BWD_SORT_INDICES", "1").lower() not in ("0", "false", "no", "off")
+DKV_QUERY_GROUP = _env_int("SINKOPS_BWD_DKV_QUERY_GROUP", 0)  # > 0: this group, whatever the shape
 DKV_GROUP_BYTES = 16 << 20
 
 
@@ -67,7 +75,7 @@ def sorted_indices(indices, topk_length, skv: int):
 
 def chunk_rows(sq: int, hq: int, topk: int, dqk: int, deterministic: bool) -> int:
     """Queries per chunk: P and dX staged in bf16 (and the deterministic key gradients in float32)
-    fit their budgets; at most 65535 (the dkv kernels' grid)."""
+    fit their budgets; at most 65535 (the CUDA entry point's bound)."""
     chunk = STAGE_BYTES // max(1, topk * hq * 4)
     if deterministic:
         chunk = min(chunk, STAGE_DET_BYTES // max(1, topk * dqk * 4))

@@ -132,7 +132,7 @@ def _dkv_columns(acc_base, stage_out, valid, in_topk, p_t, dx_t, q_base, do_base
         tl.atomic_add(acc_base[:, None] + c[None, :], g, mask=valid[:, None], sem="relaxed")
 
 
-@triton.jit(do_not_specialize=["Skv", "s0", "rows"])
+@triton.jit(do_not_specialize=["Skv", "s0", "rows", "query_group"])
 def sparse_mla_bwd_dkv_kernel(
     q_ptr, idx_ptr, topk_len_ptr, dout_ptr, p_stage_ptr, dx_stage_ptr, dkv_acc_ptr, det_stage_ptr,
     Skv: "i64", s0: "i64", rows: "i64", query_group: "i64", Hq, topk,

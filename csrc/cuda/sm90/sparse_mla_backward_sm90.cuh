@@ -13,10 +13,11 @@
 //   WG0 channels 0..255 (region L), WG1 256..d_qk-1 (region R); its own block from registers (RS),
 //   the other consumer's dX through shared memory (SS). Shared memory: Q 72 KB + dO 64 KB + two
 //   32-key buffers 72 KB + the two dX tiles 8 KB (two 64-key buffers would not fit).
-// * dkv kernel: one CTA (one warpgroup) per (64 index positions, query): the key gradients
-//   g = scale dX^T q + P^T dO ([64 positions, d_qk], the head sum is the MMA's K), 64 channels at a
-//   time, added with float2 atomics into dkv_acc[index] (or, deterministic, stored per (query,
-//   position) for the caller's ordered sum). Invalid positions add nothing.
+// * dkv kernel: one CTA (two warpgroups, 64 index positions each) per (128 positions, query), the
+//   CTAs in groups of queries over sorted indices (dkv_query_position_block): the key gradients
+//   g = scale dX^T q + P^T dO ([64 positions, d_qk] a warpgroup, the head sum is the MMA's K), 64
+//   channels at a time, added with float2 atomics into dkv_acc[index] (or, deterministic, stored per
+//   (query, position) for the caller's ordered sum). Invalid positions add nothing.
 #pragma once
 #include <cuda_bf16.h>
 
@@ -398,7 +399,7 @@ template <int kDqk, int kHeadsPad>
 struct SparseMlaBwdDkvConfig {
   static_assert(kHeadsPad == 64 || kHeadsPad == 128, "h_q <= 128 (the MMA's K, padded)");
   // Two warpgroups, each on its own 64 positions (the MMA's M), share each q / dO chunk: half the L2
-  // reads of q and dO per position of one (1-2 % faster on the dkv kernel, bench/NOTES.md "dkv v3")
+  // reads of q and dO per position of one (1-2 % faster on the dkv kernel, bench/NOTES.md "Sparse backward, dkv v3")
   static constexpr int kWarpgroups = 2;
   static constexpr int kPositions = 64 * kWarpgroups;  // index positions per CTA
   static constexpr int kChunks = kDqk / 64;  // 64-channel output chunks (the MMA's N)
@@ -424,7 +425,7 @@ struct SparseMlaBwdDkvConfig {
 // queries. The caller sorts each query's indices (sinkops/ops/prefill_backward.py), so a position
 // block covers about the same key range in every query and the float32 sums those CTAs add into
 // stay in L2 (with the block as the fastest index they covered the whole of dkv_acc, larger than
-// L2: bench/NOTES.md "Sparse backward, sm90, dkv v3").
+// L2: bench/NOTES.md "Sparse backward, dkv v3").
 //
 // Written as a rolled loop over the 64-channel chunks with the per-thread addresses computed once:
 // the first version unrolled all chunks with CuTe's swizzle and a branch per reduction
@@ -476,7 +477,9 @@ __global__ void __launch_bounds__(256) sparse_mla_bwd_dkv_sm90_kernel(const __gr
       cp_async_16_zfill_l2(dst + m * 16 * kLanes, src_row0 + (ok ? k * head_stride + 8 * c.j : 0), ok);
     }
   };
-  // the warpgroup's stages: positions wpos0.. of every head; entries >= n were never written (zeros)
+  // the warpgroup's stages: positions wpos0.. of every head; entries >= n were never written (zeros).
+  // (A zero-filled copy reads no byte of its source: warpgroup 1's base may lie past the stage row,
+  // e.g. wpos0 192 with stage_topk 136; memcheck runs that case, tools/sanitize_cases.py.)
   const int64_t stage_row = (row_in_chunk * p.h_q) * p.stage_topk + wpos0;
   load_rows(sm.dx[wg], stage_copier, Int<128>{}, static_cast<const bf16*>(p.dx_stage) + stage_row, p.stage_topk,
             n_keys - wpos0);
