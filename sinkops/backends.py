@@ -39,8 +39,8 @@ AUTO_ORDER = {
              "sparse_mla_decode": ("cuda", "triton", "torch"),
              # the CUDA window backward (sm_90a) comes first through prefers() where it runs
              "window_attention_backward": ("triton", "cuda", "torch"),
-             # the CUDA sparse backward (sm_90a) comes first through prefers() at 64 heads and above
-             # or deterministic (bench/NOTES.md "Sparse backward, dkv v3")
+             # the CUDA sparse backward (sm_90a) comes first through prefers() where it runs
+             # (bench/NOTES.md "Sparse backward, dkv v4")
              "sparse_mla_prefill_backward": ("triton", "cuda", "torch")},
     "cpu": ("sycl", "torch"),
     "xpu": ("sycl", "torch"),

@@ -64,8 +64,8 @@ class CudaBackend:
     def prefers(self, a) -> bool:
         """Whether `auto` should take this backend before the ones listed ahead of it: the sm_90a
         kernels (on a Hopper GPU: window attention at d <= 128, sparse prefill at every head count
-        (above 32 heads the 64-head kernel, else the few-heads one), the window backward wherever
-        it runs, the sparse backward at 64 heads and above or deterministic) are faster than the Triton
+        (above 32 heads the 64-head kernel, else the few-heads one), the window backward and the
+        sparse backward wherever they run) are faster than the Triton
         ones there (bench/NOTES.md); the mma.sync kernels are not."""
         if self.device_type != "cuda" or a.op not in self.ops or self.supports(a):
             return False
@@ -75,11 +75,10 @@ class CudaBackend:
             # 1387 vs 1900 (bench/NOTES.md "Window backward v5"; v4 lost full d 128, 3700 vs 3018)
             return True
         if a.op == "sparse_mla_prefill_backward":
-            # dkv v3 (session 34, H100, same run): 1.18x Triton's on V4-Pro (14700 vs 17280 µs),
-            # 1.33x on V3.2, 1.03x at 64 heads (V4-Flash, 6323 vs 6526); at 8 heads 0.96x (TP-8,
-            # 4373 vs 4181), where Triton stays first; deterministic 1.07-1.32x at every head count
-            # (bench/NOTES.md "Sparse backward, dkv v3")
-            return a.q.shape[1] >= 64 or bool(a.deterministic)
+            # dkv v4 (session 35, H100, same run): 1.27x Triton's on V4-Pro (13692 vs 17351 µs),
+            # 1.45x on V3.2, 1.12x at 64 heads (V4-Flash, 5799 vs 6498) and at 8 heads (TP-8, 3736
+            # vs 4192); deterministic 1.09-1.35x (bench/NOTES.md "Sparse backward, dkv v4")
+            return True
         path = getattr(self.mod, a.op + "_path", None)
         if path is None:
             return False

@@ -11,18 +11,20 @@ namespace {
 template <int kDqk, int kHeadsPad>
 void launch(const SparseMlaBackwardParams& p, cudaStream_t stream) {
   using Dq = SparseMlaBwdDqConfig<kDqk>;
-  using Dkv = SparseMlaBwdDkvConfig<kDqk, kHeadsPad>;
+  using Dkv = SparseMlaBwdDkvConfig<kDqk, kHeadsPad, false>;
+  using DkvDet = SparseMlaBwdDkvConfig<kDqk, kHeadsPad, true>;
   constexpr auto dq_kernel = sparse_mla_bwd_dq_sm90_kernel<kDqk>;
   constexpr auto dkv_kernel = sparse_mla_bwd_dkv_sm90_kernel<kDqk, kHeadsPad, false>;
   constexpr auto dkv_det_kernel = sparse_mla_bwd_dkv_sm90_kernel<kDqk, kHeadsPad, true>;
   reserve_dynamic_smem<dq_kernel>(Dq::kSmemBytes, "sparse_mla_prefill_backward dq (sm90)");
   reserve_dynamic_smem<dkv_kernel>(Dkv::kSmemBytes, "sparse_mla_prefill_backward dkv (sm90)");
-  reserve_dynamic_smem<dkv_det_kernel>(Dkv::kSmemBytes, "sparse_mla_prefill_backward dkv (sm90)");
+  reserve_dynamic_smem<dkv_det_kernel>(DkvDet::kSmemBytes, "sparse_mla_prefill_backward dkv (sm90)");
   const auto rows = static_cast<unsigned>(p.chunk_rows);
   dq_kernel<<<dim3(rows, static_cast<unsigned>((p.h_q + 63) / 64)), Dq::kThreads, Dq::kSmemBytes, stream>>>(p);
   check_launch("sparse_mla_prefill_backward dq (sm90)");
   const auto dkv_ctas = static_cast<unsigned>((p.topk + Dkv::kPositions - 1) / Dkv::kPositions * p.chunk_rows);
-  (p.deterministic ? dkv_det_kernel : dkv_kernel)<<<dkv_ctas, Dkv::kThreads, Dkv::kSmemBytes, stream>>>(p);
+  if (p.deterministic) dkv_det_kernel<<<dkv_ctas, DkvDet::kThreads, DkvDet::kSmemBytes, stream>>>(p);
+  else dkv_kernel<<<dkv_ctas, Dkv::kThreads, Dkv::kSmemBytes, stream>>>(p);
   check_launch("sparse_mla_prefill_backward dkv (sm90)");
 }
 }  // namespace

@@ -16,8 +16,10 @@
 // * dkv kernel: one CTA (two warpgroups, 64 index positions each) per (128 positions, query), the
 //   CTAs in groups of queries over sorted indices (dkv_query_position_block): the key gradients
 //   g = scale dX^T q + P^T dO ([64 positions, d_qk] a warpgroup, the head sum is the MMA's K), 64
-//   channels at a time, added with float2 atomics into dkv_acc[index] (or, deterministic, stored per
-//   (query, position) for the caller's ordered sum). Invalid positions add nothing.
+//   channels at a time, staged in shared memory and added into dkv_acc[index] by bulk reductions
+//   (cp.reduce.async.bulk, one 256-byte row a position and chunk, beside the next chunk's products;
+//   or, deterministic, stored per (query, position) for the caller's ordered sum). Invalid positions
+//   add nothing.
 #pragma once
 #include <cuda_bf16.h>
 
@@ -395,7 +397,7 @@ __device__ __forceinline__ DkvCta dkv_query_position_block(const SparseMlaBackwa
   return {static_cast<int>(group % 2 ? blocks_per_query - 1 - block : block), static_cast<int>(first + rest % in_group)};
 }
 
-template <int kDqk, int kHeadsPad>
+template <int kDqk, int kHeadsPad, bool kDeterministic>
 struct SparseMlaBwdDkvConfig {
   static_assert(kHeadsPad == 64 || kHeadsPad == 128, "h_q <= 128 (the MMA's K, padded)");
   // Two warpgroups, each on its own 64 positions (the MMA's M), share each q / dO chunk: half the L2
@@ -410,11 +412,24 @@ struct SparseMlaBwdDkvConfig {
   using Operand = decltype(tile_to_shape(GMMA::Layout_MN_SW128_Atom<bf16>{}, Shape<_64, Int<kHeadsPad>>{}));
   using Mma = decltype(make_tiled_mma(GMMA::MMA_64x64x16_F32BF16BF16_SS<GMMA::Major::MN, GMMA::Major::MN>{}));
   static constexpr int kOperandElems = 64 * kHeadsPad;
+  // The sums' way into dkv_acc (kBulkSums: all but the deterministic kernel, which stores its rows):
+  // the accumulators staged in shared memory and added row by row (256 bytes a position and chunk)
+  // by the TMA unit's bulk reductions, which run beside the next chunk's products. Float2 atomics
+  // from the accumulators were 1.12-1.14x slower on the dkv kernel (bench/NOTES.md "Sparse backward,
+  // dkv v4").
+  static constexpr bool kBulkSums = !kDeterministic;
+  static constexpr int kSumBuffers = kHeadsPad == 128 ? 2 : 1;  // (64 heads: 2 CTAs an SM with one)
+  static constexpr int kSumRow = 64 + 4;  // floats; 272-byte rows: a warp's float2 stores in 2 wavefronts
+  struct NoSums {};
+  struct Sums {
+    alignas(128) float v[kSumBuffers][kWarpgroups][64][kSumRow];  // [buffer][warpgroup][position][channel]
+  };
   struct Smem {
     alignas(1024) bf16 dx[kWarpgroups][kOperandElems];  // [warpgroup] scale dX^T [positions, heads]
     alignas(1024) bf16 p[kWarpgroups][kOperandElems];   // [warpgroup] P^T
     alignas(1024) bf16 q[2][kOperandElems];     // [buffer] q[:, chunk] as [channels, heads]
     alignas(1024) bf16 dout[2][kOperandElems];  // [buffer] dO[:, chunk]
+    std::conditional_t<kBulkSums, Sums, NoSums> sums;
   };
   static constexpr int kSmemBytes = sizeof(Smem);
 };
@@ -434,7 +449,7 @@ struct SparseMlaBwdDkvConfig {
 template <int kDqk, int kHeadsPad, bool kDeterministic>
 __global__ void __launch_bounds__(256) sparse_mla_bwd_dkv_sm90_kernel(const __grid_constant__ SparseMlaBackwardParams p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using C = SparseMlaBwdDkvConfig<kDqk, kHeadsPad>;
+  using C = SparseMlaBwdDkvConfig<kDqk, kHeadsPad, kDeterministic>;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   auto& sm = *reinterpret_cast<typename C::Smem*>(smem_raw);
   const int t = threadIdx.x;
@@ -497,42 +512,63 @@ __global__ void __launch_bounds__(256) sparse_mla_bwd_dkv_sm90_kernel(const __gr
   load_chunk(0);
   load_chunk(1);
 
-  // this thread's two accumulator rows (positions) -> where their gradient rows go: dkv_acc's row
-  // (atomics; invalid positions add nothing) or the deterministic stage's (every position < topk)
+  // deterministic: this thread's two accumulator rows (positions) -> their rows of the stage (every
+  // position < topk; the caller sums them in order)
   float* dst[2];
   bool store[2];
-  CUTLASS_PRAGMA_UNROLL
-  for (int h = 0; h < 2; ++h) {
-    const int pos = wpos0 + acc_row(h, tw);
-    if constexpr (kDeterministic) {
+  if constexpr (kDeterministic) {
+    CUTLASS_PRAGMA_UNROLL
+    for (int h = 0; h < 2; ++h) {
+      const int pos = wpos0 + acc_row(h, tw);
       store[h] = pos < p.topk;
-      dst[h] = p.det_stage + (row_in_chunk * p.topk + (store[h] ? pos : 0)) * kDqk;
-    } else {
-      const int idx = pos < n_keys ? p.indices[q_idx * p.indices_row_stride + pos] : -1;
-      store[h] = idx >= 0 && idx < p.s_kv;
-      dst[h] = p.dkv_acc + static_cast<int64_t>(store[h] ? idx : 0) * kDqk;
+      dst[h] = p.det_stage + (row_in_chunk * p.topk + (store[h] ? pos : 0)) * kDqk + acc_col(0, tw);
     }
-    dst[h] += acc_col(0, tw);
+  }
+
+  // kBulkSums: lanes 0..15 of warp w of a warpgroup add its positions 16 w.. (a bulk operation's
+  // addresses are warp-uniform: ptxas issues one lane at a time, so four warps share the rows);
+  // sum_dst: that position's row of dkv_acc (nullptr: invalid, nothing is added)
+  const bool sum_lane = tw % 32 < 16;
+  const int sum_row = 16 * (tw / 32) + tw % 32;
+  float* sum_dst = nullptr;
+  if constexpr (C::kBulkSums) {
+    const int pos = wpos0 + sum_row;
+    const int idx = sum_lane && pos < n_keys ? p.indices[q_idx * p.indices_row_stride + pos] : -1;
+    if (idx >= 0 && idx < p.s_kv) sum_dst = p.dkv_acc + static_cast<int64_t>(idx) * kDqk;
   }
 
   typename C::Mma mma;
   Tensor acc = partition_fragment_C(mma, Shape<_64, _64>{});
   auto sDx = make_tensor(make_smem_ptr(sm.dx[wg]), typename C::Operand{});
   auto sP = make_tensor(make_smem_ptr(sm.p[wg]), typename C::Operand{});
-  // chunk's 64 gradient columns added (or stored) from the accumulator
-  auto reduce = [&](int chunk) {
+  auto store_rows = [&](int chunk) {  // deterministic: chunk's 64 gradient columns into the stage
     CUTLASS_PRAGMA_UNROLL
     for (int i = 0; i < size(acc); i += 2) {  // value i: row half (i / 2) % 2, column 8 (i / 4) + ..
       const int h = (i / 2) % 2;
-      float* at = dst[h] + chunk * 64 + 8 * (i / 4);
-      if (store[h]) {
-        if constexpr (kDeterministic) {
-          *reinterpret_cast<float2*>(at) = make_float2(acc(i), acc(i + 1));
-        } else {
-          // one float2 reduction per pair (two scalar ones measured 1.4x slower with random CTA order
-          // and 1.6x with dkv v3's query groups: bench/NOTES.md)
-          atomicAdd(reinterpret_cast<float2*>(at), make_float2(acc(i), acc(i + 1)));
-        }
+      if (store[h]) *reinterpret_cast<float2*>(dst[h] + chunk * 64 + 8 * (i / 4)) = make_float2(acc(i), acc(i + 1));
+    }
+  };
+  // kBulkSums: chunk's accumulators -> its sums buffer (the bulk reductions' source), fenced for them
+  auto stage_sums = [&](int chunk) {
+    if constexpr (C::kBulkSums) {
+      float* rows = &sm.sums.v[chunk % C::kSumBuffers][wg][0][0];
+      CUTLASS_PRAGMA_UNROLL
+      for (int i = 0; i < size(acc); i += 2)
+        *reinterpret_cast<float2*>(rows + acc_row((i / 2) % 2, tw) * C::kSumRow + acc_col(i, tw)) =
+            make_float2(acc(i), acc(i + 1));
+      cutlass::arch::fence_view_async_shared();  // generic-proxy writes -> the bulk reductions' reads
+    }
+  };
+  // kBulkSums, after a CTA barrier that follows stage_sums(chunk): the sum lanes add the staged
+  // rows into dkv_acc
+  auto add_sums = [&](int chunk) {
+    if constexpr (C::kBulkSums) {
+      if (sum_lane) {
+        if (sum_dst != nullptr)
+          bulk_reduce_add_f32(sum_dst + chunk * 64,
+                              cast_smem_ptr_to_uint(&sm.sums.v[chunk % C::kSumBuffers][wg][sum_row][0]),
+                              64 * sizeof(float));
+        tma_store_arrive();  // (commits this lane's bulk group)
       }
     }
   };
@@ -540,7 +576,8 @@ __global__ void __launch_bounds__(256) sparse_mla_bwd_dkv_sm90_kernel(const __gr
   auto run_chunk = [&](int chunk, auto with_dout) {
     cp_async_wait_group<1>();  // chunk's group (the one after it may still fly)
     cutlass::arch::fence_view_async_shared();  // cp.async's generic-proxy writes -> the wgmma reads
-    __syncthreads();
+    __syncthreads();  // (kBulkSums: also the previous chunk's sums staged)
+    if (chunk > 0) add_sums(chunk - 1);  // they run beside this chunk's products
     auto sQc = make_tensor(make_smem_ptr(sm.q[chunk % 2]), typename C::Operand{});
     wgmma_ss(mma, sDx, sQc, acc, true, tw);  // scale dX^T q[:, chunk]
     if constexpr (decltype(with_dout)::value) {
@@ -549,13 +586,22 @@ __global__ void __launch_bounds__(256) sparse_mla_bwd_dkv_sm90_kernel(const __gr
     }
     warpgroup_commit_batch();
     warpgroup_wait<0>();
+    // kBulkSums: the sums buffer this chunk stages into has been read (its reductions, kSumBuffers
+    // chunks ago)
+    if constexpr (C::kBulkSums) if (sum_lane) tma_store_wait<C::kSumBuffers - 1>();
     __syncthreads();  // every thread's products of this buffer are done
     load_chunk(chunk + 2);
-    reduce(chunk);
+    if constexpr (C::kBulkSums) stage_sums(chunk);
+    else store_rows(chunk);
   };
 #pragma unroll 1
   for (int chunk = 0; chunk < C::kVChunks; ++chunk) run_chunk(chunk, cute::true_type{});
   if constexpr (C::kChunks > C::kVChunks) run_chunk(C::kVChunks, cute::false_type{});  // the RoPE channels
+  if constexpr (C::kBulkSums) {
+    __syncthreads();
+    add_sums(C::kChunks - 1);
+    if (sum_lane) tma_store_wait<0>();  // the shared memory stays the CTA's until read
+  }
   cp_async_wait_group<0>();  // (only empty groups are left)
 #endif
 }

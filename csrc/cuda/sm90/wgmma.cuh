@@ -133,4 +133,15 @@ __device__ __forceinline__ void cp_async_wait_group() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
 }
 
+// ---- bulk reductions (the TMA unit) ---------------------------------------------------------
+// gmem[0 .. bytes/4) += the floats at smem_addr, as one asynchronous bulk operation of the calling
+// thread (16-byte aligned addresses, bytes a multiple of 16). Commit with tma_store_arrive() and wait
+// for the shared memory's reads with tma_store_wait<N>() before reusing it; the writers of smem_addr
+// fence (fence_view_async_shared) and synchronize with the issuing thread first.
+__device__ __forceinline__ void bulk_reduce_add_f32(float* gmem, uint32_t smem_addr, uint32_t bytes) {
+  asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(gmem),
+               "r"(smem_addr), "r"(bytes)
+               : "memory");
+}
+
 }  // namespace sinkops::cuda::sm90
