@@ -57,6 +57,8 @@ void sparse_mla_backward(const SparseMlaBackwardParams& p, void* stream) {
     if (reinterpret_cast<uintptr_t>(ptr) & 15)
       throw Error("sparse_mla_prefill_backward (cuda): q, kv, out and dout must start 16-byte aligned");
   if (reinterpret_cast<uintptr_t>(p.dq) & 3) throw Error("sparse_mla_prefill_backward (cuda): dq must be 4-byte aligned");
+  if (reinterpret_cast<uintptr_t>(p.dkv_acc) & 15)  // the bulk reductions' destinations
+    throw Error("sparse_mla_prefill_backward (cuda): dkv_acc must start 16-byte aligned");
   if (p.chunk_rows == 0 || p.h_q == 0 || p.topk == 0) return;
 #ifdef SINKOPS_SM90
   sm90::sparse_mla_backward(p, stream);

@@ -77,7 +77,8 @@ class CudaBackend:
         if a.op == "sparse_mla_prefill_backward":
             # dkv v4 (session 35, H100, same run): 1.27x Triton's on V4-Pro (13692 vs 17351 µs),
             # 1.45x on V3.2, 1.12x at 64 heads (V4-Flash, 5799 vs 6498) and at 8 heads (TP-8, 3736
-            # vs 4192); deterministic 1.09-1.35x (bench/NOTES.md "Sparse backward, dkv v4")
+            # vs 4192); deterministic 1.08-1.35x; v4.1 another -4..-6 % on dkv (bench/NOTES.md "Sparse
+            # backward, dkv v4")
             return True
         path = getattr(self.mod, a.op + "_path", None)
         if path is None:

@@ -17,8 +17,9 @@ void launch(const SparseMlaBackwardParams& p, cudaStream_t stream) {
   constexpr auto dkv_kernel = sparse_mla_bwd_dkv_sm90_kernel<kDqk, kHeadsPad, false>;
   constexpr auto dkv_det_kernel = sparse_mla_bwd_dkv_sm90_kernel<kDqk, kHeadsPad, true>;
   reserve_dynamic_smem<dq_kernel>(Dq::kSmemBytes, "sparse_mla_prefill_backward dq (sm90)");
-  reserve_dynamic_smem<dkv_kernel>(Dkv::kSmemBytes, "sparse_mla_prefill_backward dkv (sm90)");
-  reserve_dynamic_smem<dkv_det_kernel>(DkvDet::kSmemBytes, "sparse_mla_prefill_backward dkv (sm90)");
+  // the carveout at its maximum: at 64 heads two dkv CTAs (98 KiB each) fit an SM only with it
+  reserve_dynamic_smem<dkv_kernel>(Dkv::kSmemBytes, "sparse_mla_prefill_backward dkv (sm90)", true);
+  reserve_dynamic_smem<dkv_det_kernel>(DkvDet::kSmemBytes, "sparse_mla_prefill_backward dkv (sm90)", true);
   const auto rows = static_cast<unsigned>(p.chunk_rows);
   dq_kernel<<<dim3(rows, static_cast<unsigned>((p.h_q + 63) / 64)), Dq::kThreads, Dq::kSmemBytes, stream>>>(p);
   check_launch("sparse_mla_prefill_backward dq (sm90)");

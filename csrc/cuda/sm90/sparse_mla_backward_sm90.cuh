@@ -418,8 +418,11 @@ struct SparseMlaBwdDkvConfig {
   // from the accumulators were 1.12-1.14x slower on the dkv kernel (bench/NOTES.md "Sparse backward,
   // dkv v4").
   static constexpr bool kBulkSums = !kDeterministic;
-  static constexpr int kSumBuffers = kHeadsPad == 128 ? 2 : 1;  // (64 heads: 2 CTAs an SM with one)
-  static constexpr int kSumRow = 64 + 4;  // floats; 272-byte rows: a warp's float2 stores in 2 wavefronts
+  // (64 heads: 98 KiB a CTA with one, so two CTAs fit an SM, as many as the registers allow)
+  static constexpr int kSumBuffers = kHeadsPad == 128 ? 2 : 1;
+  // floats; 288-byte rows: the 4 rows of a half-warp's float2 stores fall in distinct banks, so a
+  // warp's store takes 2 wavefronts (272-byte rows: 4)
+  static constexpr int kSumRow = 64 + 8;
   struct NoSums {};
   struct Sums {
     alignas(128) float v[kSumBuffers][kWarpgroups][64][kSumRow];  // [buffer][warpgroup][position][channel]

@@ -6,7 +6,8 @@
 // One call runs queries [s0, s0 + chunk_rows) (the caller loops over chunks, as the Triton backward
 // does: P and dX are staged per chunk): the dq kernel writes dq and dsink_rows of those rows and the
 // bf16 stages, the dkv kernel adds every valid (query, position)'s key gradient into dkv_acc with
-// float atomics or, deterministic, writes it to det_stage for the caller's ordered sum.
+// unordered float32 reductions (sm_90a: bulk reductions of 256-byte rows) or, deterministic, writes it
+// to det_stage for the caller's ordered sum.
 #pragma once
 #include "sinkops/params_fields.h"
 #include "sinkops/sparse_mla_params.h"
@@ -17,7 +18,7 @@
   CALL(const float*, dlse, nullptr)     /* [s_q, h_q] contiguous gradient of lse; nullptr: none */    \
   CALL(void*, dq, nullptr)              /* [s_q, h_q, d_qk] bf16, last dim contiguous */             \
   CALL(float*, dsink_rows, nullptr)     /* [s_q, h_q] contiguous when attn_sink: -p_sink <dO, O> */  \
-  CALL(float*, dkv_acc, nullptr)        /* [s_kv + 1, d_qk] float32, zeroed by the caller (not deterministic) */ \
+  CALL(float*, dkv_acc, nullptr)        /* [s_kv + 1, d_qk] float32, 16-byte aligned, zeroed by the caller (not deterministic) */ \
   CALL(float*, det_stage, nullptr)      /* deterministic: [chunk_rows, topk, d_qk] float32 key gradients */ \
   CALL(void*, p_stage, nullptr)         /* [chunk_rows, h_q, stage_topk] bf16: r 2^(S c - lse2) */   \
   CALL(void*, dx_stage, nullptr)        /* [chunk_rows, h_q, stage_topk] bf16: scale dX */           \
