@@ -286,7 +286,7 @@ def _pid(c):
 
 
 def _prefill_grads(target, case, sink, topk_length, g_out, g_lse, scale):
-    if target.backend == "cuda":  # by name: `auto` may take the CUDA backward anyway, but only on Hopper
+    if target.backend == "cuda":  # by name, so this target runs exactly the CUDA backward
         return _cuda_prefill_grads(case, sink, topk_length, g_out, g_lse, scale)
     q = case["q"].clone().requires_grad_()
     kv = case["kv"].clone().requires_grad_()

@@ -164,7 +164,7 @@ def backward(backend):
 
 def sparse_backward(backend):
     """The sparse prefill backward under bad indices / topk_length, both dkv modes: Triton's through
-    autograd, the CUDA one (sm_90a) by name (auto's choice on Hopper; by name it runs on any GPU's call path)."""
+    autograd, the CUDA one (sm_90a) by name (so the case runs it whatever auto would choose)."""
     for dqk, hq, topk in ((512, 8, 17), (576, 64, 70), (512, 128, 64), (576, 100, 130)):
         q = torch.randn(5, hq, dqk, device=dev, dtype=torch.bfloat16, requires_grad=True)
         kv = torch.randn(100, 1, dqk, device=dev, dtype=torch.bfloat16, requires_grad=True)
