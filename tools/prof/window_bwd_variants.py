@@ -3,7 +3,8 @@ medians) and the time of its two kernels on video (torch.profiler), one line per
 the forward op's time on the same inputs (the backward / forward ratio of issue 12); --triton times
 the Triton backward instead, on MiMo video and full attention 1x4096 32/8 d 128 (the case `auto`
 gives Triton on Hopper).
-    python3 tools/prof/window_bwd_variants.py LABEL [--fwd] [--triton]"""
+--more adds MiMo video at 64 x 1024.
+    python3 tools/prof/window_bwd_variants.py LABEL [--fwd] [--triton] [--more]"""
 import sys
 
 import torch
@@ -17,6 +18,8 @@ FORWARD = "--fwd" in sys.argv
 BACKEND = "triton" if "--triton" in sys.argv else "cuda"
 # label, segments, tokens per segment, head dim, window; 32/8 heads
 CASES = [("video", 16, 1024, 64, (64, 64)), ("image", 1, 4096, 64, (64, 64))]
+if "--more" in sys.argv:  # MiMo video at 64 x 1024
+    CASES.append(("video64", 64, 1024, 64, (64, 64)))
 if BACKEND == "triton":
     CASES = [CASES[0], ("full-d128", 1, 4096, 128, (-1, -1))]
 res = []
@@ -42,7 +45,7 @@ for label, nseg, seqlen, d, (left, right) in CASES:
                 fn()
             torch.cuda.synchronize()
         for ev in prof.key_averages():
-            for kernel in ("dq", "dkdv"):
+            for kernel in ("dq", "dkdv", "fused"):  # fused: the tried v9 (bench/results/2026-12-07-s36)
                 if f"bwd_{kernel}" in ev.key:
                     res.append(f"{kernel} {ev.device_time_total / 10:.1f}")
 print(f"{name}: " + ", ".join(res) + " µs")
