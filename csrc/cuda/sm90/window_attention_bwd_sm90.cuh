@@ -464,11 +464,11 @@ __global__ void __launch_bounds__(WindowBwdDqConfig<typename CuteElement<Tg>::ty
 #pragma unroll
           for (int i = 0; i < size(acc_s); ++i) {
             const int h = (i / 2) % 2;
-            dx_reg(i) = T(acc_s(i) * (rr[h] * acc_dp(i) - dl[h]));
+            dx_reg(i) = T(acc_s(i) * ((Sink::kKey0Bias ? acc_dp(i) : rr[h] * acc_dp(i)) - dl[h]));
           }
           if (key0) {  // the key0 sink's row gradient: dX of key 0 (elements 0 and 2)
-            dsink_row[0] += acc_s(0) * (rr[0] * acc_dp(0) - dl[0]);
-            dsink_row[1] += acc_s(2) * (rr[1] * acc_dp(2) - dl[1]);
+            dsink_row[0] += acc_s(0) * (acc_dp(0) - dl[0]);  // (key0: r is 1 wherever Q is not 0)
+            dsink_row[1] += acc_s(2) * (acc_dp(2) - dl[1]);
           }
           wgmma_rs(typename C::MmaG{}, dx_reg, sKt, acc_dq, t);
           warpgroup_commit_batch();
@@ -701,7 +701,7 @@ __global__ void __launch_bounds__(128, SINKOPS_WBWD_DKDV_CTAS)
         const bool visible = unsigned(base[h] + (col & (pw - 1))) <= unsigned(width[h]);
         const float4 terms = sm.rows[buf][col];  // {lse, r, delta}
         const float prob = visible ? ptx::exp2_approx(fmaf(-sink::kLog2e, terms.x, acc_s(i))) : 0.f;  // Q; 0 where lse = +inf
-        p_reg(i) = T(prob * terms.y);
+        p_reg(i) = T(Sink::kKey0Bias ? prob : prob * terms.y);  // key0: r is 1 wherever Q is not 0
         acc_s(i) = prob;
       }
       if (one_hot) {
@@ -716,7 +716,7 @@ __global__ void __launch_bounds__(128, SINKOPS_WBWD_DKDV_CTAS)
 #pragma unroll
       for (int i = 0; i < size(acc_s); ++i) {
         const float4 terms = sm.rows[buf][acc_col(i, t)];
-        dx_reg(i) = T(acc_s(i) * (terms.y * acc_dp(i) - terms.z));
+        dx_reg(i) = T(acc_s(i) * ((Sink::kKey0Bias ? acc_dp(i) : terms.y * acc_dp(i)) - terms.z));
       }
       wgmma_rs(typename C::MmaG{}, dx_reg, sQt, acc_dk, t);
       warpgroup_commit_batch();
