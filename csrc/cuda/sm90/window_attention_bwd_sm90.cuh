@@ -11,7 +11,8 @@
 // dk_j = scale sum_i dX_ij q_i, dv_j = sum_i P_ij dO_i. The row terms D = <dO, O>, r = 1 - p_sink
 // (the null sink; 1 otherwise, 0 where the row saw nothing), delta = r D - dlse and the rows' sink
 // gradients come from the sink policy (sink_policy.cuh: backward_row), in the dq kernel, which
-// stores r and delta for the dk/dv kernel (so the dq kernel runs first).
+// stores r and delta for the dk/dv kernel (so the dq kernel runs first). Under key0 the element loops
+// skip the multiply by r: r is 1 on every row whose Q is not 0 (v7.2, bench/NOTES.md: dk/dv -3.6 %).
 //
 // Rows of a block are the forward's: Pw consecutive positions x Hc heads of one kv head (GQA folded
 // into M, Hc Pw = 64, head-major: row r = head r / Pw, position r % Pw; Hc = min(group, 64), a
