@@ -55,9 +55,19 @@ __device__ __forceinline__ uint32_t bf16x2_mul(uint32_t a, uint32_t b) {
   return d;
 }
 
-// 8 e4m3 values (little-endian in `raw`) times a power-of-two scale (bf16x2, both halves equal).
+// e8m0 byte <= 134 -> the bf16 2^(byte - 7) in both halves: 2^120 times the scale, which
+// dequant_8_e4m3_pow2<true> multiplies into its x 2^-120 bits at once. The product x 2^(byte - 127)
+// is rounded once either way, so the bf16 is the two multiplies' (byte 0: x 2^-127 as well).
+__device__ __forceinline__ uint32_t e8m0_times_2pow120_bf16x2(uint32_t byte) {
+  const uint32_t b = (byte + 120u) << 7;
+  return b | (b << 16);
+}
+
+// 8 e4m3 values (little-endian in `raw`) times a power-of-two scale (bf16x2, both halves equal);
+// kFolded: the scale is e8m0_times_2pow120_bf16x2's (one multiply instead of two).
 // Per byte pair: prmt builds [sign-replicated byte | byte & 0x7f] per 16-bit lane, << 4 moves the
 // exponent and mantissa under bf16's (bits 10..4) and the mask keeps the sign (bit 15) and them.
+template <bool kFolded = false>
 __device__ __forceinline__ uint4 dequant_8_e4m3_pow2(uint2 raw, uint32_t scale_bf16x2) {
   constexpr uint32_t kTwoPow120 = 0x7B807B80u;  // bf16x2 (2^120, 2^120)
   const uint32_t words[2] = {raw.x, raw.y};
@@ -70,8 +80,13 @@ __device__ __forceinline__ uint4 dequant_8_e4m3_pow2(uint2 raw, uint32_t scale_b
     asm("prmt.b32 %0, %1, %2, 0xB7A6;\n" : "=r"(hi) : "r"(words[w]), "r"(magnitude));  // bytes 2, 3
     lo = (lo << 4) & 0x87F087F0u;
     hi = (hi << 4) & 0x87F087F0u;
-    out[2 * w] = bf16x2_mul(bf16x2_mul(lo, kTwoPow120), scale_bf16x2);
-    out[2 * w + 1] = bf16x2_mul(bf16x2_mul(hi, kTwoPow120), scale_bf16x2);
+    if constexpr (kFolded) {
+      out[2 * w] = bf16x2_mul(lo, scale_bf16x2);
+      out[2 * w + 1] = bf16x2_mul(hi, scale_bf16x2);
+    } else {
+      out[2 * w] = bf16x2_mul(bf16x2_mul(lo, kTwoPow120), scale_bf16x2);
+      out[2 * w + 1] = bf16x2_mul(bf16x2_mul(hi, kTwoPow120), scale_bf16x2);
+    }
   }
   return make_uint4(out[0], out[1], out[2], out[3]);
 }
