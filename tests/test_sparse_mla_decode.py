@@ -252,7 +252,11 @@ def test_single_key_rows_are_the_exact_dequantized_values(target, layout):
     n_tok, b, hq = 256, 3, 16
     cache = pack_kv_cache(_wide_range_latent(n_tok, layout, g), layout, 64).to(target.device)
     d = helpers.token_dim(layout)
-    slots = torch.randperm(n_tok, generator=g)[:b * 2].to(torch.int32).reshape(b, 2, 1)
+    # s_q 0 of each row reads a token with scales above 2^7, s_q 1 one below: both of v4's conversion
+    # paths (two multiplies, or one where a warp's scales are <= 2^7) run in every draw.
+    big = torch.randperm(n_tok // 4, generator=g)[:b] * 4
+    small = torch.randperm(n_tok // 4, generator=g)[:b] * 4 + 1 + torch.randint(0, 3, (b,), generator=g)
+    slots = torch.stack([big, small], 1).to(torch.int32).reshape(b, 2, 1)
     case = dict(q=torch.randn(b, 2, hq, d, generator=g).to(target.device, torch.bfloat16), kv_cache=cache,
                 layout=layout, topk_length=None, indices=slots.to(target.device), extra_kv_cache=None,
                 extra_indices=None, extra_topk_length=None)
