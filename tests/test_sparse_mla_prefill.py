@@ -289,12 +289,44 @@ def test_cuda_sm90_without_tma(monkeypatch, h_q, d_qk, topk):
         assert torch.equal(a, b)
 
 
-def _cuda_kernel_names(fn):
-    """Names of the CUDA kernels one call of fn launches."""
+def _sm90_kernel_names(h_q, d_qk, topk):
+    """Names of the CUDA kernels one cuda-backend prefill call launches (a small random case);
+    skips unless this is Hopper and the build has the sm_90a kernels."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    from sinkops import _build_info
+    if torch.cuda.get_device_capability() != (9, 0) or "with the sm_90a" not in _build_info.CORES["cuda"]:
+        pytest.skip("needs Hopper and a build with the sm_90a kernels")
+    case = make_sparse_prefill_case(2, 500, h_q, d_qk, topk, device="cuda")
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        fn()
+        run_prefill(BY_NAME["cuda"], case, d_qk ** -0.5)
         torch.cuda.synchronize()
     return " ".join(e.name for e in prof.events())
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("h_q,d_qk,topk,loads", [(128, 512, 1152, "tma"), (100, 576, 300, "tma"),
+                                                 (100, 576, 300, "cp.async"), (256, 512, 200, "tma"),
+                                                 (128, 576, 70, "cp.async"), (192, 512, 640, "tma"),
+                                                 (64, 576, 640, "tma")])
+def test_cuda_sm90_head_block_pairs(monkeypatch, h_q, d_qk, topk, loads):
+    """With SINKOPS_PREFILL_PAIR=1 and an even number of 64-head blocks the sm_90a prefill runs a
+    query's blocks as 2-CTA clusters: each CTA gathers half of every key block and sends it to its
+    peer's buffer (bulk copies between the CTAs' shared memory); the default runs every CTA alone.
+    Both match the oracle (empty rows through topk_length, +-inf sinks, invalid indices) and agree
+    to the bit (the same MMAs over the same bytes); the knob takes the pairs exactly where the head
+    blocks pair up. Q by TMA or (SINKOPS_WA90_TMA=0) by the producer's cp.async, every thread of it."""
+    monkeypatch.setenv("SINKOPS_WA90_TMA", "1" if loads == "tma" else "0")
+    monkeypatch.setenv("SINKOPS_PREFILL_PAIR", "1")
+    names = _sm90_kernel_names(h_q, d_qk, topk)
+    paired = ((h_q + 63) // 64) % 2 == 0
+    assert ("sparse_mla_prefill_sm90_kernel<%d, %s>" % (d_qk, "true" if paired else "false")) in names, names
+    monkeypatch.delenv("SINKOPS_PREFILL_PAIR")
+    alone, pairs = _default_and_with_env(monkeypatch, "SINKOPS_PREFILL_PAIR=1", h_q, d_qk, topk)
+    for a, b in zip(pairs, alone):
+        assert torch.equal(a, b)
+
+
 
 
 @pytest.mark.gpu
@@ -305,13 +337,7 @@ def test_cuda_few_heads_on_hopper(monkeypatch, h_q, d_qk, topk):
     32-head CTAs: nothing padded); SINKOPS_CUDA_SM80=1 the portable 16 / 32-head tiles. Both match the
     oracle (empty rows, +-inf sinks, invalid indices) and each other closely, and the default is the
     few-heads kernel."""
-    if not torch.cuda.is_available():
-        pytest.skip("needs a CUDA device")
-    from sinkops import _build_info
-    if torch.cuda.get_device_capability() != (9, 0) or "with the sm_90a" not in _build_info.CORES["cuda"]:
-        pytest.skip("needs Hopper and a build with the sm_90a kernels")
-    case = make_sparse_prefill_case(2, 500, h_q, d_qk, topk, device="cuda")
-    names = _cuda_kernel_names(lambda: run_prefill(BY_NAME["cuda"], case, d_qk ** -0.5))
+    names = _sm90_kernel_names(h_q, d_qk, topk)
     assert "sparse_mla_prefill_few_heads_sm90_kernel" in names, names
     few, portable = _default_and_with_env(monkeypatch, "SINKOPS_CUDA_SM80=1", h_q, d_qk, topk)
     assert rel_l2(few[0], portable[0]) < 5e-3

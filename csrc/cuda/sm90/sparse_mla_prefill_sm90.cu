@@ -1,5 +1,7 @@
 // Launcher of the sm_90a sparse MLA prefill (sparse_mla_prefill_sm90.cuh). The portable entry
 // point (csrc/cuda/sparse_mla_prefill.cu) has validated the params and decides when this runs.
+#include <cstdlib>
+
 #include "../kernel_launch.cuh"
 #include "sm90_api.h"
 #include "kv_tile_maps.cuh"  // encode_tile_map, tma_enabled
@@ -8,12 +10,19 @@
 namespace sinkops::cuda::sm90 {
 
 namespace {
+// SINKOPS_PREFILL_PAIR=1 runs a query's head blocks in 2-CTA clusters (prefill v1.7). Opt-in until
+// its device run (written 2026-12-08 when no GPU was lent: bench/NOTES.md "Prefill v1.7"); the
+// default is the unpaired kernel, whose SASS is the measured one's instruction for instruction.
+bool pairs_enabled() {
+  const char* env = std::getenv("SINKOPS_PREFILL_PAIR");
+  return env != nullptr && *env == '1';
+}
+
 template <int kDqk>
 void launch(const SparseMlaPrefillParams& p, cudaStream_t stream) {
   constexpr int smem = SparseMlaSm90Config<kDqk>::kSmemBytes, threads = SparseMlaSm90Config<kDqk>::kThreads;
-  const dim3 grid(static_cast<unsigned>(p.s_q), static_cast<unsigned>((p.h_q + 63) / 64));
-  constexpr auto kernel = sparse_mla_prefill_sm90_kernel<kDqk>;
-  reserve_dynamic_smem<kernel>(smem, "sparse_mla_prefill (sm90)");
+  const int head_blocks = (p.h_q + 63) / 64;
+  const dim3 grid(static_cast<unsigned>(p.s_q), static_cast<unsigned>(head_blocks));
   SparseMlaMaps maps{};  // q [s_q rows][h_q heads][d_qk columns], out [..][..][512], boxes of 1 x 64 x 64
   if (tma_enabled()) {  // else (SINKOPS_WA90_TMA=0, tests) cp.async loads Q and the threads store
     maps.q_ok = encode_tile_map(maps.q, true, p.q, kDqk, MapDim{p.h_q, p.q_head_stride, 64},
@@ -21,6 +30,27 @@ void launch(const SparseMlaPrefillParams& p, cudaStream_t stream) {
     maps.out_ok = encode_tile_map(maps.out, true, p.out, 512, MapDim{p.h_q, p.out_head_stride, 64},
                                   MapDim{p.s_q, p.out_row_stride, 1}, 64);
   }
+  // A query's head blocks in pairs (clusters of (1, 2)) when they pair up: 128 heads (V4-Pro, V3.2).
+  if (head_blocks % 2 == 0 && pairs_enabled()) {
+    constexpr auto kernel = sparse_mla_prefill_sm90_kernel<kDqk, true>;
+    reserve_dynamic_smem<kernel>(smem, "sparse_mla_prefill (sm90, pairs)");
+    cudaLaunchConfig_t config = {};
+    config.gridDim = grid;
+    config.blockDim = dim3(threads);
+    config.dynamicSmemBytes = smem;
+    config.stream = stream;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = 1;
+    attr[0].val.clusterDim.y = 2;
+    attr[0].val.clusterDim.z = 1;
+    config.attrs = attr;
+    config.numAttrs = 1;
+    check_cuda(cudaLaunchKernelEx(&config, kernel, p, maps), "sparse_mla_prefill (sm90, pairs) launch");
+    return;
+  }
+  constexpr auto kernel = sparse_mla_prefill_sm90_kernel<kDqk, false>;
+  reserve_dynamic_smem<kernel>(smem, "sparse_mla_prefill (sm90)");
   kernel<<<grid, threads, smem, stream>>>(p, maps);
   check_launch("sparse_mla_prefill (sm90)");
 }

@@ -81,6 +81,8 @@ struct SparseMlaSm90Config {
     Barrier q_ready;
     Barrier ready[2][2], empty[2][2];  // [buffer][region L, R]
     Barrier valid_ready[2];            // [buffer]
+    Barrier gathered[2][2];            // [buffer][region]: this CTA's half landed (2-CTA pairs only)
+    Barrier p0_free;  // 2-CTA pairs with P_0 in the RoPE tile: the peer has the half sent from there
   };
   static constexpr int kSmemBytes = sizeof(Smem);
 };
@@ -159,7 +161,11 @@ __device__ __forceinline__ void online_softmax_update(AccS& acc_s, PReg& p_reg, 
 // acc_o the 64 x 256 fp32 accumulator of channels 256 kWg.., row_max (the sums' reference: lazy, up
 // to 8 below the true max) / row_sum / true_max per accumulator row half (acc_row), log2 units;
 // row_sum is 0 for a row without a valid key (row_max and true_max are then -inf).
-template <int kDqk, int kWg, class Epilogue>
+// kPair: the CTA is one of a 2-CTA cluster (a query's two head blocks) whose producers each gather
+// half of every block for both CTAs (sparse_mla_prefill_sm90.cuh), so freeing a region also tells
+// the peer (one arrival per warp on its `empty`): its producer gathers into its own copy only once
+// both CTAs' readers are done with the half it sends here.
+template <int kDqk, int kWg, bool kPair, class Epilogue>
 __device__ __forceinline__ void consume(float sm_scale, typename SparseMlaSm90Config<kDqk>::Smem& sm, int n_steps,
                                         Epilogue&& epilogue) {
   using C = SparseMlaSm90Config<kDqk>;
@@ -198,11 +204,21 @@ __device__ __forceinline__ void consume(float sm_scale, typename SparseMlaSm90Co
     }
   };
   // S_c = Q K_c^T: WG0 reads region L first, WG1 region R first (the producer's order).
+  // kPair with P_0 in buffer 0's RoPE tile: this CTA's half of that tile is also the source of a
+  // bulk copy to the peer, which signals only the peer's `ready`. So once WG0 has waited for its
+  // `ready[0][1]` (the peer's half, sent from the peer's RoPE tile, is in), it tells the peer
+  // (p0_free), and WG0 writes P_0 over the tile only after the peer said so for this step.
+  constexpr bool kP0Handshake = kPair && C::kP0InRope;
+  auto ready_0r_seen = [&] {
+    if constexpr (kP0Handshake)
+      if (t == 0) arrive_on_peer(sm.p0_free);
+  };
   auto issue_qk = [&](int phase) {
     constexpr int first = wg1 ? 1 : 0;
     sm.ready[wg][first].wait(phase);
     if constexpr (first == 0) qk_tiles(0, kLeft, true); else qk_tiles(kLeft, kTiles, true);
     sm.ready[wg][first ^ 1].wait(phase);
+    if constexpr (!wg1) ready_0r_seen();
     if constexpr (first == 0) qk_tiles(kLeft, kTiles, false); else qk_tiles(0, kLeft, false);
     warpgroup_commit_batch();
   };
@@ -220,6 +236,13 @@ __device__ __forceinline__ void consume(float sm_scale, typename SparseMlaSm90Co
   auto softmax = [&](const float m_base[2], float m_new[2]) {
     float rescale[2];
     online_softmax_update(acc_s, p_reg, acc_o, scale_log2, m_base, row_max, row_sum, seen_max, m_new, rescale);
+  };
+  auto release = [&](Barrier& empty) {
+    empty.arrive();
+    if constexpr (kPair) {
+      __syncwarp();  // every lane's wgmma reads of the region are done
+      if (t % 32 == 0) arrive_on_peer(empty);
+    }
   };
   auto publish_max = [&](const float m[2]) {
     __syncwarp();  // the quad's other threads have read the previous value
@@ -243,7 +266,7 @@ __device__ __forceinline__ void consume(float sm_scale, typename SparseMlaSm90Co
       wgmma_rs(MmaPVReg{}, p_reg, sV_of(0), acc_o, t);  // O_0 += P_0 V_0[L]
       warpgroup_commit_batch();
       warpgroup_wait<0>();
-      sm.empty[0][0].arrive();
+      release(sm.empty[0][0]);
       bar_sync(kMax1Ready, 256);
       const float2 m1 = sm.row_max[t / 4];
       const float m1v[2] = {m1.x, m1.y};
@@ -262,6 +285,7 @@ __device__ __forceinline__ void consume(float sm_scale, typename SparseMlaSm90Co
         for (int i = 0; i < size(acc_s); ++i) p_reg(i) = bf16(acc_s(i) * factor[(i / 2) % 2]);
       }
       auto sP0 = sP_of(0);
+      if constexpr (kP0Handshake) sm.p0_free.wait(phase);  // the peer has our half of this step's RoPE tile
       store_tile_stmatrix<MmaQK>(p_reg, sP0, t);
       cutlass::arch::fence_view_async_shared();  // generic-proxy stores -> the peer's wgmma reads
       bar_arrive(kP0Ready, 256);
@@ -278,14 +302,15 @@ __device__ __forceinline__ void consume(float sm_scale, typename SparseMlaSm90Co
         qk_tiles(0, kLeft, true);
         warpgroup_commit_batch();
         warpgroup_wait<1>();
-        sm.empty[1][0].arrive();
+        release(sm.empty[1][0]);
         sm.ready[0][1].wait(phase ^ 1);
+        ready_0r_seen();
         qk_tiles(kLeft, kTiles, false);
         warpgroup_commit_batch();
         warpgroup_wait<0>();
       } else {
         warpgroup_wait<0>();
-        sm.empty[1][0].arrive();
+        release(sm.empty[1][0]);
       }
     } else {
       bar_sync(kMax0Ready, 256);
@@ -305,9 +330,9 @@ __device__ __forceinline__ void consume(float sm_scale, typename SparseMlaSm90Co
       wgmma_ss(MmaPVSmem{}, sP_of(0), sV_of(0), acc_o, false, t);  // O_1 += P_0 V_0[R]
       warpgroup_commit_batch();
       warpgroup_wait<1>();
-      sm.empty[1][1].arrive();
+      release(sm.empty[1][1]);
       warpgroup_wait<0>();
-      sm.empty[0][1].arrive();  // also frees P_0 when it sits in buffer 0's RoPE tile
+      release(sm.empty[0][1]);  // also frees P_0 when it sits in buffer 0's RoPE tile
       if (more) {
         issue_qk(phase ^ 1);
         warpgroup_wait<0>();

@@ -133,6 +133,33 @@ __device__ __forceinline__ void cp_async_wait_group() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
 }
 
+// ---- 2-CTA clusters (the prefill's head-block pairs) -----------------------------------------
+// The shared::cluster address of `local`'s counterpart in the other CTA of a 2-CTA cluster (the
+// same offset: both CTAs lay out their shared memory alike).
+__device__ __forceinline__ uint32_t peer_smem_addr(const void* local) {
+  uint32_t addr;
+  asm volatile(
+      "{\n .reg .b32 rank;\n mov.u32 rank, %%cluster_ctarank;\n xor.b32 rank, rank, 1;\n"
+      " mapa.shared::cluster.u32 %0, %1, rank;\n}\n"
+      : "=r"(addr)
+      : "r"(cast_smem_ptr_to_uint(local)));
+  return addr;
+}
+// One arrival on the peer CTA's counterpart of `bar`.
+__device__ __forceinline__ void arrive_on_peer(Barrier& bar) {
+  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(peer_smem_addr(&bar)) : "memory");
+}
+// `bytes` of this CTA's shared memory at `src` to the same offset in the peer CTA, by the TMA unit;
+// completes them on the peer's counterpart of `bar` (which must expect them). 16-byte aligned, bytes
+// a multiple of 16. Whoever wrote `src` through the generic proxy fences (fence_view_async_shared)
+// on the way to this call.
+__device__ __forceinline__ void bulk_copy_to_peer(const void* src, uint32_t bytes, Barrier& bar) {
+  asm volatile("cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+                   peer_smem_addr(src)),
+               "r"(cast_smem_ptr_to_uint(src)), "r"(bytes), "r"(peer_smem_addr(&bar))
+               : "memory");
+}
+
 // ---- bulk reductions (the TMA unit) ---------------------------------------------------------
 // gmem[0 .. bytes/4) += the floats at smem_addr, as one asynchronous bulk operation of the calling
 // thread (16-byte aligned addresses, bytes a multiple of 16). Commit with tma_store_arrive() and wait
