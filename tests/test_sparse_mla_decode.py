@@ -363,6 +363,50 @@ def test_cuda_few_heads_kernel_on_hopper(monkeypatch, layout, shape):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("shape,loads", [((64, 2, 128, 640, True), "tma"), ((64, 2, 128, 640, True), "cp.async"),
+                                         ((3, 1, 128, 2048, False), "tma"), ((70, 2, 100, 300, True), "tma"),
+                                         ((5, 1, 256, 640, False), "tma"), ((9, 1, 192, 640, True), "tma")],
+                         ids=["h128_single_pass", "h128_single_pass_no_tma", "h128_split", "h100", "h256_split",
+                              "h192_alone"])
+def test_cuda_sm90_row_pairs(monkeypatch, layout, shape, loads):
+    """SINKOPS_DECODE_PAIR=1 runs the 64-head sm_90a decode's two head blocks of a row as a 2-CTA
+    cluster where the head blocks pair up (each CTA gathers and converts half of every key block and
+    sends it to its peer's buffer); 192 heads (three blocks) stay unpaired. With rows cut by
+    topk_length (row 0 sees no key), single-pass plans (the output staged in the last KV buffer,
+    several items a CTA) and split ones, Q by TMA or cp.async: both match the oracle and agree with
+    the default kernel to the bit (the same conversion and MMAs over the same bytes)."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    from sinkops import _build_info
+    if torch.cuda.get_device_capability() != (9, 0) or "with the sm_90a" not in _build_info.CORES["cuda"]:
+        pytest.skip("needs Hopper and a build with the sm_90a kernels")
+    from sinkops.ops import decode as decode_op
+
+    target = BY_NAME["cuda"]
+    b, s_q, hq, topk, extra = shape
+    monkeypatch.setenv("SINKOPS_WA90_TMA", "1" if loads == "tma" else "0")
+    case = helpers.make_sparse_decode_case(b, s_q, hq, layout, topk, 4096, device="cuda", extra=extra)
+    g = torch.Generator().manual_seed(int.from_bytes(os.urandom(4), "little"))
+    tl = torch.randint(0, topk + 1, (b,), generator=g, dtype=torch.int32)
+    tl[0] = 0
+    case["topk_length"] = tl.cuda()
+    if extra:
+        etl = torch.randint(0, case["extra_indices"].shape[-1] + 1, (b,), generator=g, dtype=torch.int32)
+        etl[0] = 0
+        case["extra_topk_length"] = etl.cuda()
+    sink = _sink(hq, "dsv4")
+    decode_op._PLANS.clear()
+    alone = check_against_oracle(target, case, sink, f"{layout} {shape} unpaired")
+    monkeypatch.setenv("SINKOPS_DECODE_PAIR", "1")
+    pairs = check_against_oracle(target, case, sink, f"{layout} {shape} pairs")
+    decode_op._PLANS.clear()
+    for a, b_ in zip(alone, pairs):
+        assert torch.equal(a, b_)
+    assert torch.equal(pairs[0][0], torch.zeros_like(pairs[0][0])) and torch.isposinf(pairs[1][0]).all()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("shape,strided_q", [((64, 2, 128, 640, True), False), ((70, 2, 48, 300, False), True),
                                              ((1, 1, 64, 640, True), True)],
                          ids=["single_pass_h128", "single_pass_h48_strided_q", "split_b1_strided_q"])

@@ -71,7 +71,9 @@ __device__ __forceinline__ void st_shared_16(const void* smem, uint4 v) {
                : "memory");
 }
 
-template <KvCacheLayout L>
+// kRows: the key rows a thread gathers per block, row0 + 32 j for j < 2 (every key of the block), or
+// 1 (a 2-CTA pair's half: row row0 + 32 half, `half` = the CTA's rank; the peer gathers the other).
+template <KvCacheLayout L, int kRows = 2>
 struct Fp8BlockGather {
   using T = KvLayout<L>;
   static constexpr int kDqk = T::kDqk;
@@ -90,9 +92,11 @@ struct Fp8BlockGather {
     bool ok;               // a valid key (else everything above is zero)
   };
 
+  static_assert(kRows == 1 || kRows == 2, "both rows of a thread, or one");
   const SparseMlaDecodeParams& p;
   int bi, si, key_begin, key_end;
   int quarter, row0;  // this thread: 16-byte quarter `quarter` of each tile's 64 e4m3 bytes, rows row0 + 32 j
+  int half = 0;       // kRows == 1: this thread's row is row0 + 32 half
   bf16* chunk0;       // tile buffer, row row0, tile 0: output chunk 2 quarter (swizzled)
   bf16* chunk1;       // ... output chunk 2 quarter + 1
 
@@ -116,17 +120,25 @@ struct Fp8BlockGather {
     return i < len ? pool.indices[bi * pool.indices_batch_stride + si * pool.indices_row_stride + i] : -1;
   }
   __device__ __forceinline__ int pos_of(int blk, int j) const { return key_begin + blk * 64 + row0 + 32 * j; }
+  // The row (0 or 1: row0 + 32 r) that staged row j holds.
+  __device__ __forceinline__ int row_of(int j) const { return kRows == 2 ? j : half; }
+  // Both rows' indices (kRows == 1 too: the other row's validity is published here as well).
   __device__ __forceinline__ void load_indices(int (&idx)[2], int blk) const {
 #pragma unroll
     for (int j = 0; j < 2; ++j) idx[j] = index_at(pos_of(blk, j));
   }
+  // kRows == 1: whether the peer's row of block `blk` is a valid key.
+  __device__ __forceinline__ bool other_row_ok(int blk, const int (&idx)[2]) const {
+    const int r = half ^ 1, pos = pos_of(blk, r);
+    return locate_token<L>(pos < p.pool.topk ? p.pool : p.extra, idx[r]).token != nullptr;
+  }
 
   // Issues the register loads of block `blk` (indices idx): nothing is read for an invalid key.
-  __device__ __forceinline__ void load(Staged (&s)[2], int blk, const int (&idx)[2]) const {
+  __device__ __forceinline__ void load(Staged (&s)[kRows], int blk, const int (&idx)[2]) const {
 #pragma unroll
-    for (int j = 0; j < 2; ++j) {
-      const int pos = pos_of(blk, j);
-      const TokenRef ref = locate_token<L>(pos < p.pool.topk ? p.pool : p.extra, idx[j]);
+    for (int j = 0; j < kRows; ++j) {
+      const int pos = pos_of(blk, row_of(j));
+      const TokenRef ref = locate_token<L>(pos < p.pool.topk ? p.pool : p.extra, idx[row_of(j)]);
       const bool ok = ref.token != nullptr;
       s[j].ok = ok;
 #pragma unroll
@@ -148,11 +160,11 @@ struct Fp8BlockGather {
   // <= 134 (scales up to 2^7: any cache quantized from bf16 activations below 57344), one bf16
   // multiply per pair instead of two (warp-uniform, outside the unrolled rows: a branch per tile
   // inside them cost 20 %, bench/NOTES.md "Decode v5"; V4-Pro at TP8 -5 %: "Decode v11b").
-  __device__ __forceinline__ void store(const Staged (&s)[2], int elem_off, int32_t* valid) const {
+  __device__ __forceinline__ void store(const Staged (&s)[kRows], int elem_off, int32_t* valid) const {
     if constexpr (kV4) {
       bool small = true;
 #pragma unroll
-      for (int j = 0; j < 2; ++j)  // bytes 0..6 are the 7 tiles' scales; byte 7 is padding
+      for (int j = 0; j < kRows; ++j)  // bytes 0..6 are the 7 tiles' scales; byte 7 is padding
         small = small && __vcmpleu4(s[j].scales.x, 0x86868686u) == 0xFFFFFFFFu &&
                 __vcmpleu4(s[j].scales.y & 0x00FFFFFFu, 0x86868686u) == 0xFFFFFFFFu;
       if (__all_sync(0xffffffffu, small)) {
@@ -164,10 +176,10 @@ struct Fp8BlockGather {
   }
 
   template <bool kFolded>
-  __device__ __forceinline__ void store_rows(const Staged (&s)[2], int elem_off, int32_t* valid) const {
+  __device__ __forceinline__ void store_rows(const Staged (&s)[kRows], int elem_off, int32_t* valid) const {
 #pragma unroll
-    for (int j = 0; j < 2; ++j) {
-      const int off = elem_off + j * 2048;
+    for (int j = 0; j < kRows; ++j) {
+      const int off = elem_off + row_of(j) * 2048;
 #pragma unroll
       for (int c = 0; c < kFp8Tiles; ++c) {
         const uint4 raw = s[j].fp8[c];
@@ -189,7 +201,7 @@ struct Fp8BlockGather {
       }
       st_shared_16(chunk0 + off + kFp8Tiles * 4096, s[j].rope[0]);
       st_shared_16(chunk1 + off + kFp8Tiles * 4096, s[j].rope[1]);
-      if (quarter == 0) valid[row0 + 32 * j] = s[j].ok;
+      if (quarter == 0) valid[row0 + 32 * row_of(j)] = s[j].ok;
     }
   }
 };

@@ -30,6 +30,7 @@
 // combine kernel (sparse_mla_decode.cu) applies the sink once.
 #pragma once
 #include <algorithm>
+#include <cstdlib>
 
 #include "../kernel_launch.cuh"
 #include "../sparse_mla_decode_plan.cuh"
@@ -62,23 +63,30 @@ struct DecodeSm90Config {
     int32_t valid[2][64];                 // per buffer: key gathered (1) or masked (0)
     Barrier q_ready, ready[2], empty[2];
     Barrier q_empty;  // WG0's QKs of the item are done (the next item may load its Q)
+    Barrier sent[2];  // 2-CTA pairs: the peer has this CTA's half of the buffer's block (its WG0, once a fill)
   };
   static constexpr int kSmemBytes = sizeof(Smem);
 };
 
 // Named barriers (0 is __syncthreads; 5 and 6 are the output stores' kOut0Staged + wg, one
 // warpgroup each); each of these joins WG0 and WG1.
-enum DecodeBarrier : int { kDecodePReady = 1, kDecodePFree = 2, kDecodeScalesReady = 3 };
+// kDecodeHalfStored joins the producer's 128 threads (2-CTA pairs: the half block is stored, send it).
+enum DecodeBarrier : int { kDecodePReady = 1, kDecodePFree = 2, kDecodeScalesReady = 3, kDecodeHalfStored = 4 };
 static_assert(int(kDecodeScalesReady) < int(kOut0Staged), "barrier ids");
 
 // The producer warpgroup: the block gather (sparse_mla_decode_gather_sm90.cuh) into the two buffers,
-// a block ahead of the consumers.
-template <KvCacheLayout L>
+// a block ahead of the consumers. kPair (2-CTA clusters, the two head blocks of a row): it gathers
+// and converts one row per thread, rows 32 rank.. of the block, and sends them on to the same place
+// in the peer's buffer (one 4 KB bulk copy per tile: rows 32 rank.. of a swizzled tile are
+// contiguous), completing on the peer's `ready`; the peer sends the other half here.
+template <KvCacheLayout L, bool kPair = false>
 struct DecodeProducer {
   static constexpr int kDqk = KvLayout<L>::kDqk;
   using C = DecodeSm90Config<kDqk>;
   static constexpr int kTiles = C::kTiles;
-  using Gather = Fp8BlockGather<L>;
+  static constexpr int kRows = kPair ? 1 : 2;
+  static constexpr uint32_t kHalfTileBytes = 32 * 64 * sizeof(bf16);
+  using Gather = Fp8BlockGather<L, kRows>;
   using Staged = typename Gather::Staged;
 
   Gather g;
@@ -125,19 +133,33 @@ struct DecodeProducer {
   template <class AfterBlock>
   __device__ void run_blocks(int n_blocks, int blk_base, AfterBlock&& after_block) {
     if (n_blocks > 0) {
+      const int t = threadIdx.x % 128;
       int idx[2];
-      Staged s[2];
+      Staged s[kRows];
+      bool other_ok = false;  // kPair: the peer's row of the staged block is a valid key
       g.load_indices(idx, 0);
       g.load(s, 0, idx);
+      if constexpr (kPair) other_ok = g.other_row_ok(0, idx);
       if (n_blocks > 1) g.load_indices(idx, 1);
       for (int blk = 0; blk < n_blocks; ++blk) {
         const int gb = blk_base + blk, buf = gb & 1;
         sm.empty[buf].wait(((gb >> 1) & 1) ^ 1);  // the first wait on each buffer passes
+        if constexpr (kPair)  // the peer's half (its bytes may land before this)
+          if (t == 0) arrive_expect_tx(sm.ready[buf], kTiles * kHalfTileBytes);
         g.store(s, buf * (64 * kDqk), sm.valid[buf]);
+        if constexpr (kPair)
+          if (g.quarter == 0) sm.valid[buf][g.row0 + 32 * (g.half ^ 1)] = other_ok;
         cutlass::arch::fence_view_async_shared();
         sm.ready[buf].arrive();
+        if constexpr (kPair) {  // every thread's half is stored and fenced: one thread sends it
+          bar_sync(kDecodeHalfStored, 128);
+          if (t == 0)
+            for (int tile = 0; tile < kTiles; ++tile)
+              bulk_copy_to_peer(sm.kv[buf] + tile * 4096 + g.half * 2048, kHalfTileBytes, sm.ready[buf]);
+        }
         if (blk + 1 < n_blocks) {
           g.load(s, blk + 1, idx);
+          if constexpr (kPair) other_ok = g.other_row_ok(blk + 1, idx);
           if (blk + 2 < n_blocks) g.load_indices(idx, blk + 2);
         }
         after_block(blk);
@@ -184,10 +206,24 @@ __device__ __forceinline__ void decode_store_half(const SparseMlaDecodeParams& p
   }
 }
 
+// kPair (2-CTA clusters): before a one-split item's epilogue stages its output in the KV buffer of
+// its last block, that buffer's half must have reached the peer (it is the source of a bulk copy,
+// which signals only the peer): the peer's WG0 arrives on `sent` after each of its `ready` waits.
+// No parity aliasing: the peer's next arrival on that buffer needs this CTA's next half there, which
+// waits for `empty`, which this item's consumers arrive on only after the epilogue.
+template <bool kPair>
+__device__ __forceinline__ void wait_half_sent(const SparseMlaDecodeParams& p, Barrier (&sent)[2], int blk_base,
+                                               int n_blocks) {
+  if constexpr (kPair) {
+    const int gb = blk_base + n_blocks - 1;
+    if (p.num_splits == 1 && n_blocks > 0) sent[gb & 1].wait((gb >> 1) & 1);
+  }
+}
+
 // WG0: S, softmax, P, the left half of O; the row statistics and lse at the end.
 // blk_base: the blocks of this CTA's earlier items (the buffers' phases run on); q_phase: this
 // item's phase of q_ready. The caller has set the warpgroup's registers (kDecodeWg0Regs).
-template <int kDqk>
+template <int kDqk, bool kPair = false>
 __device__ __forceinline__ void decode_softmax_wg(const SparseMlaDecodeParams& p, typename DecodeSm90Config<kDqk>::Smem& sm,
                                                   const SparseMlaMaps& maps,
                                                   int n_blocks, int row, int head0, int split, int blk_base,
@@ -220,9 +256,14 @@ __device__ __forceinline__ void decode_softmax_wg(const SparseMlaDecodeParams& p
     warpgroup_commit_batch();
   };
 
+  auto seen = [&](int buf) {  // kPair: tell the peer its half of this fill is here
+    if constexpr (kPair)
+      if (t == 0) arrive_on_peer(sm.sent[buf]);
+  };
   sm.q_ready.wait(q_phase);
   if (n_blocks > 0) {
     sm.ready[blk_base & 1].wait((blk_base >> 1) & 1);
+    seen(blk_base & 1);
     issue_qk(blk_base & 1);
     warpgroup_wait<0>();
   }
@@ -249,13 +290,14 @@ __device__ __forceinline__ void decode_softmax_wg(const SparseMlaDecodeParams& p
     warpgroup_commit_batch();
     if (blk + 1 < n_blocks) {
       sm.ready[buf ^ 1].wait(((gb + 1) >> 1) & 1);
+      seen(buf ^ 1);
       issue_qk(buf ^ 1);  // S of the next block while this PV (and WG1's half) runs
       warpgroup_wait<1>();
-      sm.empty[buf].arrive();
+      release_buffer<kPair>(sm.empty[buf]);
       warpgroup_wait<0>();
     } else {
       warpgroup_wait<0>();
-      if (p.num_splits > 1) sm.empty[buf].arrive();  // (one split: after the epilogue, staged in it)
+      if (p.num_splits > 1) release_buffer<kPair>(sm.empty[buf]);  // (one split: after the epilogue, staged in it)
     }
   }
   sm.q_empty.arrive();  // every QK is done: the next item's Q may land during this epilogue
@@ -293,13 +335,15 @@ __device__ __forceinline__ void decode_softmax_wg(const SparseMlaDecodeParams& p
   }
   bar_sync(kDecodeScalesReady, 256);  // out_scale for WG1; WG1's PVs of the last block are done
   const int last = (blk_base + n_blocks - 1) & 1;
+  wait_half_sent<kPair>(p, sm.sent, blk_base, n_blocks);
   decode_store_half<kDqk, 0>(p, maps, acc_o, out_scale, row, head0, split, n_blocks > 0 ? sm.kv[last] : nullptr);
-  if (p.num_splits == 1 && n_blocks > 0) sm.empty[last].arrive();  // (thread 0: after its TMA store read the stage)
+  if (p.num_splits == 1 && n_blocks > 0)
+    release_buffer<kPair>(sm.empty[last]);  // (thread 0: after its TMA store read the stage)
 }
 
 // WG1: the right half of O. q_phase: this item's parity (its out_scale slot).
 // The caller has set the warpgroup's registers (kDecodeWg1Regs).
-template <int kDqk>
+template <int kDqk, bool kPair = false>
 __device__ __forceinline__ void decode_right_half_wg(const SparseMlaDecodeParams& p, typename DecodeSm90Config<kDqk>::Smem& sm,
                                                      const SparseMlaMaps& maps,
                                                      int n_blocks, int row, int head0, int split, int blk_base,
@@ -323,7 +367,8 @@ __device__ __forceinline__ void decode_right_half_wg(const SparseMlaDecodeParams
     warpgroup_commit_batch();
     warpgroup_wait<0>();
     if (blk + 1 < n_blocks) bar_arrive(kDecodePFree, 256);
-    if (blk + 1 < n_blocks || p.num_splits > 1) sm.empty[buf].arrive();  // (one split: the last after the epilogue)
+    if (blk + 1 < n_blocks || p.num_splits > 1)
+      release_buffer<kPair>(sm.empty[buf]);  // (one split: the last after the epilogue)
   }
   bar_sync(kDecodeScalesReady, 256);
   float out_scale[2] = {1.f, 1.f};
@@ -332,8 +377,9 @@ __device__ __forceinline__ void decode_right_half_wg(const SparseMlaDecodeParams
     out_scale[1] = sm.out_scale[q_phase][acc_row(1, t)];
   }
   const int last = (blk_base + n_blocks - 1) & 1;
+  wait_half_sent<kPair>(p, sm.sent, blk_base, n_blocks);
   decode_store_half<kDqk, 1>(p, maps, acc_o, out_scale, row, head0, split, n_blocks > 0 ? sm.kv[last] : nullptr);
-  if (p.num_splits == 1 && n_blocks > 0) sm.empty[last].arrive();
+  if (p.num_splits == 1 && n_blocks > 0) release_buffer<kPair>(sm.empty[last]);
 }
 
 // One item: a head block of one row's split, and its key range.
@@ -370,7 +416,11 @@ __device__ __forceinline__ DecodeItem decode_item(const SparseMlaDecodeParams& p
 // writes P and row_scale only after the ScalesReady barrier of the item before (so after WG1's
 // last reads of them there), and out_scale alternates by item parity (WG1 reads item k's after
 // ScalesReady k; WG0 writes item k + 2's after ScalesReady k + 1).
-template <KvCacheLayout L>
+// kPair (an even number of head blocks, an even grid, clusters of (2, 1, 1)): CTAs 2c and 2c + 1 run
+// items 2c + m grid and 2c + 1 + m grid, the two head blocks of one (row, split) with the same keys,
+// so each gathers and converts half of every block for both (DecodeProducer). A buffer's `ready`
+// then also waits for the peer's half; its `empty` for both CTAs' consumers (the peer sends into it).
+template <KvCacheLayout L, bool kPair = false>
 __global__ void __launch_bounds__(384, 1)
     sparse_mla_decode_sm90_kernel(const __grid_constant__ SparseMlaDecodeParams p,
                                   const __grid_constant__ SparseMlaMaps maps) {
@@ -387,12 +437,20 @@ __global__ void __launch_bounds__(384, 1)
     sm.q_ready.init(maps.q_ok ? 1 : 128);  // the TMA-issuing thread, or every producer thread's cp.async
     sm.q_empty.init(128);  // every WG0 thread, after its last QK of the item
     for (int b = 0; b < 2; ++b) {
-      sm.ready[b].init(128);  // every producer thread, once its share is converted
-      sm.empty[b].init(256);  // every consumer thread, once its PV of the buffer (or its stage) is done
+      // every producer thread, once its share is converted (kPair: + thread 0's expectation of the peer's half)
+      sm.ready[b].init(kPair ? 128 + 1 : 128);
+      // every consumer thread, once its PV of the buffer (or its stage) is done (kPair: + the peer's warps)
+      sm.empty[b].init(kPair ? 256 + 8 : 256);
+      if constexpr (kPair) sm.sent[b].init(1);  // the peer's WG0 thread 0, once a fill
     }
     cutlass::arch::fence_barrier_init();
   }
-  __syncthreads();
+  if constexpr (kPair) {  // the peer's arrivals and bytes reach these barriers only once they exist
+    cute::cluster_arrive_relaxed();
+    cute::cluster_wait();
+  } else {
+    __syncthreads();
+  }
 
   int blk_base = 0;
   if (wg == 2) {
@@ -400,7 +458,9 @@ __global__ void __launch_bounds__(384, 1)
     int k = 0;
     for (int64_t item = blockIdx.x; item < n_items; item += gridDim.x, ++k) {
       const DecodeItem it = decode_item(p, item);
-      DecodeProducer<L> producer{Fp8BlockGather<L>(p, it.row, it.key_begin, it.key_end, sm.kv[0], t), sm};
+      using Producer = DecodeProducer<L, kPair>;
+      Producer producer{typename Producer::Gather(p, it.row, it.key_begin, it.key_end, sm.kv[0], t), sm};
+      if constexpr (kPair) producer.g.half = int(cute::block_rank_in_cluster());
       // The first item's Q goes first, as in the one-item kernel; a later item's after this item's
       // first block (converted while the item before runs its last block), once the item
       // before's QKs are done: the Q lands during that item's epilogue.
@@ -420,7 +480,7 @@ __global__ void __launch_bounds__(384, 1)
     int k = 0;
     for (int64_t item = blockIdx.x; item < n_items; item += gridDim.x, ++k) {
       const DecodeItem it = decode_item(p, item);
-      decode_softmax_wg<kDqk>(p, sm, maps, it.n_blocks, it.row, it.head0, it.split, blk_base, k & 1);
+      decode_softmax_wg<kDqk, kPair>(p, sm, maps, it.n_blocks, it.row, it.head0, it.split, blk_base, k & 1);
       blk_base += it.n_blocks;
     }
   } else {
@@ -428,20 +488,31 @@ __global__ void __launch_bounds__(384, 1)
     int k = 0;
     for (int64_t item = blockIdx.x; item < n_items; item += gridDim.x, ++k) {
       const DecodeItem it = decode_item(p, item);
-      decode_right_half_wg<kDqk>(p, sm, maps, it.n_blocks, it.row, it.head0, it.split, blk_base, k & 1);
+      decode_right_half_wg<kDqk, kPair>(p, sm, maps, it.n_blocks, it.row, it.head0, it.split, blk_base, k & 1);
       blk_base += it.n_blocks;
     }
+  }
+  if constexpr (kPair) {  // no CTA leaves while its peer may still send to it or arrive on its barriers
+    cute::cluster_arrive();
+    cute::cluster_wait();
   }
 #endif
 }
 
 // Per-layout launch, instantiated in sparse_mla_decode_sm90_v4.cu / _v32.cu (they compile in parallel).
+// SINKOPS_DECODE_PAIR=1 runs the two head blocks of a row in 2-CTA clusters where they pair up (an
+// even number of head blocks: 128 heads). Opt-in until its device run (written 2026-12-08 when no
+// GPU was lent: bench/NOTES.md "Prefill v1.7"); the default kernel's SASS is the measured one's.
+inline bool decode_pairs_enabled() {
+  const char* env = std::getenv("SINKOPS_DECODE_PAIR");
+  return env != nullptr && *env == '1';
+}
+
 template <KvCacheLayout L>
 void launch_decode_sm90(const SparseMlaDecodeParams& p, cudaStream_t stream) {
   constexpr int smem = DecodeSm90Config<KvLayout<L>::kDqk>::kSmemBytes;
-  constexpr auto kernel = sparse_mla_decode_sm90_kernel<L>;
-  reserve_dynamic_smem<kernel>(smem, "sparse_mla_decode (sm90)");
-  const int ctas = int(std::min<int64_t>(decode_item_count(p), device_info(current_device()).sm_count));
+  const bool pairs = decode_head_blocks(p) % 2 == 0 && decode_pairs_enabled();
+  int ctas = int(std::min<int64_t>(decode_item_count(p), device_info(current_device()).sm_count));
   SparseMlaMaps maps{};  // q [b, s_q, h_q, d_qk], out [b x s_q, h_q, 512]: boxes of 64 channels x 64 heads (x 1 x 1)
   if (tma_enabled()) {  // else (SINKOPS_WA90_TMA=0, tests) cp.async loads Q and the threads store
     const MapDim q_outer[3] = {{p.h_q, p.q_head_stride, 64}, {p.s_q, p.q_row_stride, 1}, {p.b, p.q_batch_stride, 1}};
@@ -449,6 +520,27 @@ void launch_decode_sm90(const SparseMlaDecodeParams& p, cudaStream_t stream) {
     maps.out_ok = p.num_splits == 1 && encode_tile_map(maps.out, true, p.out, 512, MapDim{p.h_q, 512, 64},
                                                        MapDim{int64_t(p.b) * p.s_q, int64_t(p.h_q) * 512, 1}, 64);
   }
+  if (pairs) {  // an even grid: CTA c's items are c + m grid, so a cluster's two always share a row
+    constexpr auto kernel = sparse_mla_decode_sm90_kernel<L, true>;
+    reserve_dynamic_smem<kernel>(smem, "sparse_mla_decode (sm90, pairs)");
+    ctas &= ~1;
+    cudaLaunchConfig_t config = {};
+    config.gridDim = dim3(ctas);
+    config.blockDim = dim3(384);
+    config.dynamicSmemBytes = smem;
+    config.stream = stream;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = 2;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    config.attrs = attr;
+    config.numAttrs = 1;
+    check_cuda(cudaLaunchKernelEx(&config, kernel, p, maps), "sparse_mla_decode (sm90, pairs) launch");
+    return;
+  }
+  constexpr auto kernel = sparse_mla_decode_sm90_kernel<L>;
+  reserve_dynamic_smem<kernel>(smem, "sparse_mla_decode (sm90)");
   kernel<<<ctas, 384, smem, stream>>>(p, maps);
   check_launch("sparse_mla_decode (sm90)");
 }

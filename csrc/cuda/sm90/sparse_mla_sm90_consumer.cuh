@@ -237,13 +237,6 @@ __device__ __forceinline__ void consume(float sm_scale, typename SparseMlaSm90Co
     float rescale[2];
     online_softmax_update(acc_s, p_reg, acc_o, scale_log2, m_base, row_max, row_sum, seen_max, m_new, rescale);
   };
-  auto release = [&](Barrier& empty) {
-    empty.arrive();
-    if constexpr (kPair) {
-      __syncwarp();  // every lane's wgmma reads of the region are done
-      if (t % 32 == 0) arrive_on_peer(empty);
-    }
-  };
   auto publish_max = [&](const float m[2]) {
     __syncwarp();  // the quad's other threads have read the previous value
     if (t % 4 == 0) sm.row_max[t / 4] = make_float2(m[0], m[1]);
@@ -266,7 +259,7 @@ __device__ __forceinline__ void consume(float sm_scale, typename SparseMlaSm90Co
       wgmma_rs(MmaPVReg{}, p_reg, sV_of(0), acc_o, t);  // O_0 += P_0 V_0[L]
       warpgroup_commit_batch();
       warpgroup_wait<0>();
-      release(sm.empty[0][0]);
+      release_buffer<kPair>(sm.empty[0][0]);
       bar_sync(kMax1Ready, 256);
       const float2 m1 = sm.row_max[t / 4];
       const float m1v[2] = {m1.x, m1.y};
@@ -302,7 +295,7 @@ __device__ __forceinline__ void consume(float sm_scale, typename SparseMlaSm90Co
         qk_tiles(0, kLeft, true);
         warpgroup_commit_batch();
         warpgroup_wait<1>();
-        release(sm.empty[1][0]);
+        release_buffer<kPair>(sm.empty[1][0]);
         sm.ready[0][1].wait(phase ^ 1);
         ready_0r_seen();
         qk_tiles(kLeft, kTiles, false);
@@ -310,7 +303,7 @@ __device__ __forceinline__ void consume(float sm_scale, typename SparseMlaSm90Co
         warpgroup_wait<0>();
       } else {
         warpgroup_wait<0>();
-        release(sm.empty[1][0]);
+        release_buffer<kPair>(sm.empty[1][0]);
       }
     } else {
       bar_sync(kMax0Ready, 256);
@@ -330,9 +323,9 @@ __device__ __forceinline__ void consume(float sm_scale, typename SparseMlaSm90Co
       wgmma_ss(MmaPVSmem{}, sP_of(0), sV_of(0), acc_o, false, t);  // O_1 += P_0 V_0[R]
       warpgroup_commit_batch();
       warpgroup_wait<1>();
-      release(sm.empty[1][1]);
+      release_buffer<kPair>(sm.empty[1][1]);
       warpgroup_wait<0>();
-      release(sm.empty[0][1]);  // also frees P_0 when it sits in buffer 0's RoPE tile
+      release_buffer<kPair>(sm.empty[0][1]);  // also frees P_0 when it sits in buffer 0's RoPE tile
       if (more) {
         issue_qk(phase ^ 1);
         warpgroup_wait<0>();

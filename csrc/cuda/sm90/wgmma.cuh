@@ -149,6 +149,17 @@ __device__ __forceinline__ uint32_t peer_smem_addr(const void* local) {
 __device__ __forceinline__ void arrive_on_peer(Barrier& bar) {
   asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(peer_smem_addr(&bar)) : "memory");
 }
+// A consumer thread's arrival on a buffer's `empty`; kPair: also one per warp on the peer's, whose
+// producer sends into this CTA's copy of the buffer (the peer's `empty` counts 4 per warpgroup).
+// Called by every lane of the warp once its reads of the buffer are done.
+template <bool kPair>
+__device__ __forceinline__ void release_buffer(Barrier& empty) {
+  empty.arrive();
+  if constexpr (kPair) {
+    __syncwarp();
+    if (threadIdx.x % 32 == 0) arrive_on_peer(empty);
+  }
+}
 // `bytes` of this CTA's shared memory at `src` to the same offset in the peer CTA, by the TMA unit;
 // completes them on the peer's counterpart of `bar` (which must expect them). 16-byte aligned, bytes
 // a multiple of 16. Whoever wrote `src` through the generic proxy fences (fence_view_async_shared)
