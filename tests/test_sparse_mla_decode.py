@@ -361,6 +361,16 @@ def test_cuda_few_heads_kernel_on_hopper(monkeypatch, layout, shape):
         assert torch.equal(default[0], torch.zeros_like(default[0])) and torch.isposinf(lse_default[0]).all()
 
 
+def _skip_unless_sm90():
+    """Skips unless this is Hopper and the build has the sm_90a kernels (else every run of a test
+    that compares sm90 variants takes the sm80 kernel)."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    from sinkops import _build_info
+    if torch.cuda.get_device_capability() != (9, 0) or "with the sm_90a" not in _build_info.CORES["cuda"]:
+        pytest.skip("needs Hopper and a build with the sm_90a kernels")
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("shape,loads", [((64, 2, 128, 640, True), "tma"), ((64, 2, 128, 640, True), "cp.async"),
@@ -375,11 +385,7 @@ def test_cuda_sm90_row_pairs(monkeypatch, layout, shape, loads):
     topk_length (row 0 sees no key), single-pass plans (the output staged in the last KV buffer,
     several items a CTA) and split ones, Q by TMA or cp.async: both match the oracle and agree with
     the default kernel to the bit (the same conversion and MMAs over the same bytes)."""
-    if not torch.cuda.is_available():
-        pytest.skip("needs a CUDA device")
-    from sinkops import _build_info
-    if torch.cuda.get_device_capability() != (9, 0) or "with the sm_90a" not in _build_info.CORES["cuda"]:
-        pytest.skip("needs Hopper and a build with the sm_90a kernels")
+    _skip_unless_sm90()
     from sinkops.ops import decode as decode_op
 
     target = BY_NAME["cuda"]
@@ -416,11 +422,7 @@ def test_cuda_sm90_without_tma(monkeypatch, layout, shape, strided_q):
     output by TMA (48 heads: 64-head boxes over a 48-head map);
     SINKOPS_WA90_TMA=0 turns the maps off: the producer's cp.async loads Q, the threads store. Both
     forms match the oracle and agree to the bit (the same MMAs, only the copies differ)."""
-    if not torch.cuda.is_available():
-        pytest.skip("needs a CUDA device")
-    from sinkops import _build_info
-    if torch.cuda.get_device_capability() != (9, 0) or "with the sm_90a" not in _build_info.CORES["cuda"]:
-        pytest.skip("needs Hopper and a build with the sm_90a kernels (else both runs take the sm80 kernel)")
+    _skip_unless_sm90()
     from sinkops.ops import decode as decode_op
 
     target = BY_NAME["cuda"]

@@ -97,6 +97,29 @@ void launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStre
 #endif
 }
 
+// Launches kernel<<<grid, block, smem, stream>>>(args...) in thread-block clusters of `cluster`
+// CTAs (sm_90+; each grid dimension a multiple of the cluster's). The kernels that pair head blocks
+// (sm90/sparse_mla_prefill_sm90.cu, sm90/sparse_mla_decode_sm90.cuh) launch through it.
+#ifndef SINKOPS_CUDA_EMU
+template <class... Params, class... Args>
+void launch_clustered(void (*kernel)(Params...), dim3 grid, dim3 block, int smem, dim3 cluster, cudaStream_t stream,
+                      const char* what, Args&&... args) {
+  cudaLaunchConfig_t config = {};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = cluster.x;
+  attr[0].val.clusterDim.y = cluster.y;
+  attr[0].val.clusterDim.z = cluster.z;
+  config.attrs = attr;
+  config.numAttrs = 1;
+  check_cuda(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...), std::string(what) + " launch");
+}
+#endif
+
 // Whether the sm_90a kernels may run on `info`'s device: built in (SINKOPS_SM90), a 9.0 device,
 // and not turned off with SINKOPS_CUDA_SM80=1 (read on every call, so a benchmark can compare
 // both paths in one process; getenv costs ~0.1 us).

@@ -129,8 +129,8 @@ struct Fp8BlockGather {
   }
   // kRows == 1: whether the peer's row of block `blk` is a valid key.
   __device__ __forceinline__ bool other_row_ok(int blk, const int (&idx)[2]) const {
-    const int r = half ^ 1, pos = pos_of(blk, r);
-    return locate_token<L>(pos < p.pool.topk ? p.pool : p.extra, idx[r]).token != nullptr;
+    const int r = half ^ 1, pos = pos_of(blk, r);  // (selects, not idx[r]: a runtime index puts idx in local memory)
+    return locate_token<L>(pos < p.pool.topk ? p.pool : p.extra, r ? idx[1] : idx[0]).token != nullptr;
   }
 
   // Issues the register loads of block `blk` (indices idx): nothing is read for an invalid key.
@@ -138,7 +138,7 @@ struct Fp8BlockGather {
 #pragma unroll
     for (int j = 0; j < kRows; ++j) {
       const int pos = pos_of(blk, row_of(j));
-      const TokenRef ref = locate_token<L>(pos < p.pool.topk ? p.pool : p.extra, idx[row_of(j)]);
+      const TokenRef ref = locate_token<L>(pos < p.pool.topk ? p.pool : p.extra, row_of(j) ? idx[1] : idx[0]);
       const bool ok = ref.token != nullptr;
       s[j].ok = ok;
 #pragma unroll

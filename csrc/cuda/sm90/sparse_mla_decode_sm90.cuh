@@ -72,7 +72,7 @@ struct DecodeSm90Config {
 // warpgroup each); each of these joins WG0 and WG1.
 // kDecodeHalfStored joins the producer's 128 threads (2-CTA pairs: the half block is stored, send it).
 enum DecodeBarrier : int { kDecodePReady = 1, kDecodePFree = 2, kDecodeScalesReady = 3, kDecodeHalfStored = 4 };
-static_assert(int(kDecodeScalesReady) < int(kOut0Staged), "barrier ids");
+static_assert(int(kDecodeHalfStored) < int(kOut0Staged), "barrier ids");
 
 // The producer warpgroup: the block gather (sparse_mla_decode_gather_sm90.cuh) into the two buffers,
 // a block ahead of the consumers. kPair (2-CTA clusters, the two head blocks of a row): it gathers
@@ -220,6 +220,15 @@ __device__ __forceinline__ void wait_half_sent(const SparseMlaDecodeParams& p, B
   }
 }
 
+// kPair, one split, output stored by the threads (no output map): the stage's generic-proxy stores
+// before the buffer is released to the peer's next bulk copy (async proxy) into it.
+template <bool kPair>
+__device__ __forceinline__ void fence_stage_for_peer(const SparseMlaDecodeParams& p, const SparseMlaMaps& maps,
+                                                     int n_blocks) {
+  if constexpr (kPair)
+    if (p.num_splits == 1 && n_blocks > 0 && !maps.out_ok) cutlass::arch::fence_view_async_shared();
+}
+
 // WG0: S, softmax, P, the left half of O; the row statistics and lse at the end.
 // blk_base: the blocks of this CTA's earlier items (the buffers' phases run on); q_phase: this
 // item's phase of q_ready. The caller has set the warpgroup's registers (kDecodeWg0Regs).
@@ -337,6 +346,7 @@ __device__ __forceinline__ void decode_softmax_wg(const SparseMlaDecodeParams& p
   const int last = (blk_base + n_blocks - 1) & 1;
   wait_half_sent<kPair>(p, sm.sent, blk_base, n_blocks);
   decode_store_half<kDqk, 0>(p, maps, acc_o, out_scale, row, head0, split, n_blocks > 0 ? sm.kv[last] : nullptr);
+  fence_stage_for_peer<kPair>(p, maps, n_blocks);
   if (p.num_splits == 1 && n_blocks > 0)
     release_buffer<kPair>(sm.empty[last]);  // (thread 0: after its TMA store read the stage)
 }
@@ -379,6 +389,7 @@ __device__ __forceinline__ void decode_right_half_wg(const SparseMlaDecodeParams
   const int last = (blk_base + n_blocks - 1) & 1;
   wait_half_sent<kPair>(p, sm.sent, blk_base, n_blocks);
   decode_store_half<kDqk, 1>(p, maps, acc_o, out_scale, row, head0, split, n_blocks > 0 ? sm.kv[last] : nullptr);
+  fence_stage_for_peer<kPair>(p, maps, n_blocks);
   if (p.num_splits == 1 && n_blocks > 0) release_buffer<kPair>(sm.empty[last]);
 }
 
@@ -524,19 +535,8 @@ void launch_decode_sm90(const SparseMlaDecodeParams& p, cudaStream_t stream) {
     constexpr auto kernel = sparse_mla_decode_sm90_kernel<L, true>;
     reserve_dynamic_smem<kernel>(smem, "sparse_mla_decode (sm90, pairs)");
     ctas &= ~1;
-    cudaLaunchConfig_t config = {};
-    config.gridDim = dim3(ctas);
-    config.blockDim = dim3(384);
-    config.dynamicSmemBytes = smem;
-    config.stream = stream;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = 2;
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    config.attrs = attr;
-    config.numAttrs = 1;
-    check_cuda(cudaLaunchKernelEx(&config, kernel, p, maps), "sparse_mla_decode (sm90, pairs) launch");
+    launch_clustered(kernel, dim3(ctas), dim3(384), smem, dim3(2, 1, 1), stream, "sparse_mla_decode (sm90, pairs)", p,
+                     maps);
     return;
   }
   constexpr auto kernel = sparse_mla_decode_sm90_kernel<L>;

@@ -34,19 +34,8 @@ void launch(const SparseMlaPrefillParams& p, cudaStream_t stream) {
   if (head_blocks % 2 == 0 && pairs_enabled()) {
     constexpr auto kernel = sparse_mla_prefill_sm90_kernel<kDqk, true>;
     reserve_dynamic_smem<kernel>(smem, "sparse_mla_prefill (sm90, pairs)");
-    cudaLaunchConfig_t config = {};
-    config.gridDim = grid;
-    config.blockDim = dim3(threads);
-    config.dynamicSmemBytes = smem;
-    config.stream = stream;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = 1;
-    attr[0].val.clusterDim.y = 2;
-    attr[0].val.clusterDim.z = 1;
-    config.attrs = attr;
-    config.numAttrs = 1;
-    check_cuda(cudaLaunchKernelEx(&config, kernel, p, maps), "sparse_mla_prefill (sm90, pairs) launch");
+    launch_clustered(kernel, grid, dim3(threads), smem, dim3(1, 2, 1), stream, "sparse_mla_prefill (sm90, pairs)", p,
+                     maps);
     return;
   }
   constexpr auto kernel = sparse_mla_prefill_sm90_kernel<kDqk, false>;
