@@ -322,6 +322,18 @@ FEW_HEADS_SHAPES = [
 ]
 
 
+def _cut_rows(case, b, topk, extra):
+    """Random topk_length (and extra_topk_length) on a GPU decode case, row 0 cut to no key at all."""
+    g = torch.Generator().manual_seed(int.from_bytes(os.urandom(4), "little"))
+    tl = torch.randint(0, topk + 1, (b,), generator=g, dtype=torch.int32)
+    tl[0] = 0
+    case["topk_length"] = tl.cuda()
+    if extra:
+        etl = torch.randint(0, case["extra_indices"].shape[-1] + 1, (b,), generator=g, dtype=torch.int32)
+        etl[0] = 0
+        case["extra_topk_length"] = etl.cuda()
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("shape", FEW_HEADS_SHAPES, ids=lambda s: "b{}_sq{}_h{}_k{}_n{}_x{}_{}".format(*s))
@@ -338,14 +350,7 @@ def test_cuda_few_heads_kernel_on_hopper(monkeypatch, layout, shape):
     b, s_q, hq, topk, n_tok, extra, kind = shape
     case = helpers.make_sparse_decode_case(b, s_q, hq, layout, topk, n_tok, device="cuda", extra=extra)
     if b >= 3:
-        g = torch.Generator().manual_seed(int.from_bytes(os.urandom(4), "little"))
-        tl = torch.randint(0, topk + 1, (b,), generator=g, dtype=torch.int32)
-        tl[0] = 0
-        case["topk_length"] = tl.cuda()
-        if extra:
-            etl = torch.randint(0, case["extra_indices"].shape[-1] + 1, (b,), generator=g, dtype=torch.int32)
-            etl[0] = 0
-            case["extra_topk_length"] = etl.cuda()
+        _cut_rows(case, b, topk, extra)
     sink = _sink(hq, kind)
     decode_op._PLANS.clear()
     default, lse_default = check_against_oracle(target, case, sink, f"{layout} {shape} default kernel")
@@ -392,14 +397,7 @@ def test_cuda_sm90_row_pairs(monkeypatch, layout, shape, loads):
     b, s_q, hq, topk, extra = shape
     monkeypatch.setenv("SINKOPS_WA90_TMA", "1" if loads == "tma" else "0")
     case = helpers.make_sparse_decode_case(b, s_q, hq, layout, topk, 4096, device="cuda", extra=extra)
-    g = torch.Generator().manual_seed(int.from_bytes(os.urandom(4), "little"))
-    tl = torch.randint(0, topk + 1, (b,), generator=g, dtype=torch.int32)
-    tl[0] = 0
-    case["topk_length"] = tl.cuda()
-    if extra:
-        etl = torch.randint(0, case["extra_indices"].shape[-1] + 1, (b,), generator=g, dtype=torch.int32)
-        etl[0] = 0
-        case["extra_topk_length"] = etl.cuda()
+    _cut_rows(case, b, topk, extra)
     sink = _sink(hq, "dsv4")
     decode_op._PLANS.clear()
     alone = check_against_oracle(target, case, sink, f"{layout} {shape} unpaired")
