@@ -387,7 +387,7 @@ def test_cuda_sm90_row_pairs(monkeypatch, layout, shape, loads):
     """SINKOPS_DECODE_PAIR=1 runs the 64-head sm_90a decode's two head blocks of a row as a 2-CTA
     cluster where the head blocks pair up (each CTA gathers and converts half of every key block and
     sends it to its peer's buffer); 192 heads (three blocks) stay unpaired. With rows cut by
-    topk_length (row 0 sees no key), single-pass plans (the output staged in the last KV buffer,
+    topk_length (row 0 sees no key), +-inf and finite sinks, single-pass plans (the output staged in the last KV buffer,
     several items a CTA) and split ones, Q by TMA or cp.async: both match the oracle and agree with
     the default kernel to the bit (the same conversion and MMAs over the same bytes)."""
     _skip_unless_sm90()
@@ -398,7 +398,7 @@ def test_cuda_sm90_row_pairs(monkeypatch, layout, shape, loads):
     monkeypatch.setenv("SINKOPS_WA90_TMA", "1" if loads == "tma" else "0")
     case = helpers.make_sparse_decode_case(b, s_q, hq, layout, topk, 4096, device="cuda", extra=extra)
     _cut_rows(case, b, topk, extra)
-    sink = _sink(hq, "dsv4")
+    sink = _sink(hq, "mixed")  # -inf, +inf and finite sinks across the heads of both blocks
     decode_op._PLANS.clear()
     alone = check_against_oracle(target, case, sink, f"{layout} {shape} unpaired")
     monkeypatch.setenv("SINKOPS_DECODE_PAIR", "1")
